@@ -1,0 +1,166 @@
+"""The policy update of SPADE: plain REINFORCE with a group-mean baseline, for both roles.
+
+One model plays two roles, set only by the prompt: the designer (its completions are environment
+source code) and the agent (its completions are the turns of no-hint episodes). Every sample is a
+(prompt, completion, advantage) triple; the advantage is already baseline-subtracted by
+`regret.group_advantages` (group = the same environment's plays for the agent, the same skill's
+designs for the designer). Each turn of an episode carries its episode's advantage. Hint-arm turns
+are never samples: the hint arm only measures regret.
+
+The objective, for each role separately, is the advantage-weighted log-likelihood averaged over
+that role's completion tokens:
+
+    loss_role = -(sum over the role's completion tokens of advantage * logprob) / N_role
+    loss      = loss_agent + designer_weight * loss_designer
+
+Averaging per role keeps one long designer completion (hundreds of tokens of code) from drowning
+many short agent turns, or the reverse. Prompt tokens never enter: the log-probs passed in are for
+completion tokens only.
+
+Deliberately omitted, as in nanochat's chat_rl.py: we are on-policy and take exactly one update per
+batch of fresh samples, so the sampling policy IS the current policy: no importance ratio, no
+clipping, no KL penalty to a reference model, no value network.
+
+Shapes: B sequences in a micro-batch, T completion tokens of one sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+ROLES = ("agent", "designer")
+
+
+@dataclass
+class Sample:
+    """One completion to reinforce: its prompt, its generated tokens, its advantage, its role."""
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantage: float
+    role: str  # "agent" | "designer"
+
+
+@dataclass
+class UpdateStats:
+    """What one update did. tokens == 0 means no step was taken; `skipped` says why."""
+    agent_loss: float
+    designer_loss: float
+    grad_norm: float
+    tokens: int
+    skipped: str | None = None
+
+
+def role_token_counts(samples: Sequence[Sample]) -> tuple[int, int]:
+    """(agent tokens, designer tokens): the per-role denominators of the loss."""
+    counts = {role: 0 for role in ROLES}
+    for s in samples:
+        if s.role not in counts:
+            raise ValueError(f"sample role {s.role!r} is not one of {ROLES}")
+        counts[s.role] += len(s.completion_ids)
+    return counts["agent"], counts["designer"]
+
+
+def reinforce_loss(logprobs: Sequence[torch.Tensor], samples: Sequence[Sample], *,
+                   designer_weight: float = 1.0,
+                   token_counts: tuple[int, int] | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(total, agent_loss, designer_loss) for completion log-probs `logprobs[i]` of `samples[i]`.
+
+    token_counts overrides the per-role denominators; `update` passes the whole batch's counts so
+    that the losses of its micro-batches sum to the loss of the whole batch. A role with no tokens
+    contributes 0. d loss / d logprob of one token = -advantage / N_role (times designer_weight
+    for designer tokens in the total).
+    """
+    if len(logprobs) != len(samples):
+        raise ValueError(f"{len(logprobs)} log-prob tensors for {len(samples)} samples")
+    n_agent, n_designer = token_counts if token_counts is not None else role_token_counts(samples)
+    device = logprobs[0].device if logprobs else torch.device("cpu")
+    sums = {role: torch.zeros((), device=device) for role in ROLES}  # () each
+    for lp, s in zip(logprobs, samples):
+        if lp.shape != (len(s.completion_ids),):  # (T,)
+            raise ValueError(f"log-probs of shape {tuple(lp.shape)} for a completion of "
+                             f"{len(s.completion_ids)} tokens: pass completion tokens only")
+        if s.role not in sums:
+            raise ValueError(f"sample role {s.role!r} is not one of {ROLES}")
+        sums[s.role] = sums[s.role] + s.advantage * lp.float().sum()  # ()
+    # max(n, 1): a role without tokens has a zero sum, so its loss is 0 rather than 0/0.
+    agent_loss = -sums["agent"] / max(n_agent, 1)  # ()
+    designer_loss = -sums["designer"] / max(n_designer, 1)  # ()
+    total = agent_loss + designer_weight * designer_loss  # ()
+    return total, agent_loss, designer_loss
+
+
+LogprobFn = Callable[[torch.nn.Module, list[list[int]], list[list[int]], int], list[torch.Tensor]]
+
+
+def _model_and_pad(policy, pad_id: int | None) -> tuple[torch.nn.Module, int]:
+    """Accept a Policy (with .model and .tokenizer) or a bare torch module."""
+    # A bare HF model also has a `.model` attribute (its backbone), so test the type first.
+    model = policy if isinstance(policy, torch.nn.Module) else policy.model
+    if pad_id is None:
+        tokenizer = getattr(policy, "tokenizer", None)
+        pad_id = getattr(tokenizer, "pad_token_id", None)
+        if pad_id is None:
+            pad_id = getattr(tokenizer, "eos_token_id", None)
+    return model, (0 if pad_id is None else int(pad_id))
+
+
+def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, *,
+           designer_weight: float = 1.0, micro_batch: int = 4, max_grad_norm: float = 1.0,
+           pad_id: int | None = None, logprob_fn: LogprobFn | None = None) -> UpdateStats:
+    """One REINFORCE step on `samples`: accumulate gradients over micro-batches, clip, step.
+
+    Each micro-batch's loss uses the WHOLE batch's per-role token counts as denominators, so the
+    accumulated gradient is exactly the gradient of the whole-batch loss, while memory is bounded
+    by one micro-batch. `logprob_fn(model, prompts, completions, pad_id)` returns one 1-D tensor
+    of completion log-probs per sample; by default `spade_mini.model.token_logprobs`.
+    """
+    if micro_batch < 1:
+        raise ValueError("micro_batch must be >= 1")
+    if logprob_fn is None:
+        from spade_mini.model import token_logprobs
+
+        def logprob_fn(model, prompts, completions, pad_id):
+            # One forward per micro-batch: token_logprobs must not split it further.
+            return token_logprobs(model, prompts, completions, pad_id, micro_batch=len(prompts))
+    model, pad_id = _model_and_pad(policy, pad_id)
+    counts = role_token_counts(samples)
+    tokens = sum(counts)
+    if not samples or tokens == 0:
+        return UpdateStats(0.0, 0.0, 0.0, 0, skipped="no samples with completion tokens")
+    # A zero advantage contributes zero gradient, so those samples need no forward pass; their
+    # tokens still count in the denominators above, as the loss definition says.
+    live = [s for s in samples if s.advantage != 0.0 and s.completion_ids]
+    if not live:
+        return UpdateStats(0.0, 0.0, 0.0, 0, skipped="all advantages are zero: nothing to learn")
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer.zero_grad(set_to_none=True)
+    agent_loss = designer_loss = 0.0
+    for start in range(0, len(live), micro_batch):
+        chunk = live[start:start + micro_batch]
+        logprobs = logprob_fn(model, [s.prompt_ids for s in chunk],
+                              [s.completion_ids for s in chunk], pad_id)  # B x (T,)
+        total, agent, designer = reinforce_loss(logprobs, chunk, designer_weight=designer_weight,
+                                                token_counts=counts)  # () each
+        total.backward()  # gradients add up across micro-batches
+        agent_loss += agent.item()
+        designer_loss += designer.item()
+    # inf = measure the norm without clipping.
+    limit = max_grad_norm if max_grad_norm and max_grad_norm > 0 else float("inf")
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, limit)  # ()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return UpdateStats(agent_loss, designer_loss, float(grad_norm), tokens)
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 0.0
+                   ) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters only (the LoRA adapter, or everything when full FT)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters")
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
