@@ -1,0 +1,76 @@
+"""Hand-written environments: the examples that seed the memory and a separate held-out set.
+
+Each environment is one self-contained source file in this folder, written to the same contract
+the designer must follow (one `*Env` class; `reset(seed)`, `step(action)`, `hint()`), plus a
+`solution()` method that returns winning actions for the current episode so tests can prove every
+environment is winnable. The files are read as text and run in the sandbox like generated code;
+they are never imported into the training process. Tool-use files import `tooluse`, which exists
+only inside the sandbox.
+
+EXAMPLES seed the environment memory and form the fixed-pool baseline. HELDOUT is for evaluation
+only and must never be shown to the designer. Omitted on purpose: difficulty levels (each
+environment has one modest difficulty, sized for a small model).
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_DIR = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class HandEnv:
+    name: str
+    setting: str  # "games" | "tool_use"
+    skill: str  # a skill key, e.g. "logical_deduction" or "error_recovery"
+    summary: str  # one line
+    source: str  # the full environment source code
+
+
+def load(name: str, setting: str, skill: str, summary: str) -> HandEnv:
+    """Read `<name>.py` from this folder as an environment's source."""
+    return HandEnv(name, setting, skill, summary, (ENV_DIR / f"{name}.py").read_text(encoding="utf-8"))
+
+
+EXAMPLES: list[HandEnv] = [
+    load("guess_number", "games", "logical_deduction",
+         "Guess a number from 1 to 64 in 7 tries with higher/lower feedback."),
+    load("code_breaker", "games", "logical_deduction",
+         "Mastermind: deduce a 3-digit code from right-place/wrong-place counts."),
+    load("nim", "games", "strategic_planning",
+         "Take 1-3 stones per turn against a fixed opponent; taking the last stone wins."),
+    load("grid_walk", "games", "spatial_reasoning",
+         "Steer a robot around walls to a goal on a 5x5 grid within a move budget."),
+    load("sequence_next", "games", "pattern_recognition",
+         "Give the next three terms of a number sequence, one per turn."),
+    load("arithmetic_chain", "games", "mathematical_reasoning",
+         "Report the running value after each of four arithmetic operations."),
+    load("switch_lamps", "games", "causal_inference",
+         "Flip switches and watch lamps to work out which switch controls which lamp."),
+    load("knapsack", "games", "optimization",
+         "Choose items of greatest total value under a weight limit, in three tries."),
+    load("inventory_order", "tool_use", "api_orchestration",
+         "Look up a product's id and stock, then place an order for it."),
+    load("bank_retry", "tool_use", "error_recovery",
+         "Make a transfer through a bank API whose first attempts fail and must be retried."),
+    load("kv_rename", "tool_use", "state_modification",
+         "Rename a key and update a counter in a key-value store; the final state is checked."),
+    load("calendar_booking", "tool_use", "multi_step_workflows",
+         "Find the first free hour on a calendar day, book it, and report the hour."),
+]
+
+HELDOUT: list[HandEnv] = [
+    load("memory_pairs", "games", "memory_recall",
+         "Memorise five word-number pairs, then answer three questions about them."),
+    load("unscramble", "games", "language_understanding",
+         "Unscramble a common word; each miss reveals one more letter."),
+    load("heavy_coin", "games", "logical_deduction",
+         "Find the heavy coin among nine with two balance weighings."),
+    load("compass_walk", "games", "spatial_reasoning",
+         "Track position on a plane through turn-and-walk instructions."),
+    load("flight_price", "tool_use", "tool_selection",
+         "Pick the right tools among several to find a cheapest fare converted to euros."),
+    load("manager_lookup", "tool_use", "data_retrieval",
+         "Chain directory look-ups to find an employee's manager's email address."),
+    load("refund_flow", "tool_use", "multi_step_workflows",
+         "Read an order and return policies, then refund the items still returnable."),
+]
