@@ -1,0 +1,66 @@
+"""Design environments with the policy and write them to a folder, without any training.
+
+    python design.py --out designs [--setting tool_use] [--designs-per-iteration 8] [train.py flags]
+
+One batched designer call (grounded on the corpus, shown the memory seeded with the hand-written
+examples) writes `designs_per_iteration` environments; each is validated in the sandbox and saved
+as <out>/<id>.py under a header comment with its validation result. The last line printed is a
+summary: the valid fraction and the median prompt and completion token counts.
+"""
+import argparse
+import random
+import statistics
+import sys
+from pathlib import Path
+
+from spade_mini.config import main_config
+from spade_mini.corpus import Corpus, CorpusError
+from spade_mini.designer import Design, SkillError, design_environments, skill_schedule, skills_for
+from spade_mini.memory import Memory
+
+
+def write_designs(designs: list[Design], out_dir: str | Path) -> str:
+    """Write each design to <out_dir>/<id>.py and return the one-line summary."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for d in designs:
+        header = [f"# {d.id}: {d.skill.setting}/{d.skill.key}, document {d.document_id}, "
+                  f"attempt {d.attempt}", f"# valid: {d.valid}"]
+        header += [f"# reason: {reason}" for reason in d.reasons]
+        # a reply without code is kept, commented out, so one can read what the model wrote
+        body = d.source if d.source is not None else "".join(
+            f"# | {line}\n" for line in d.completion.text.splitlines())
+        (out / f"{d.id}.py").write_text("\n".join(header) + "\n\n" + body, encoding="utf-8")
+    valid = sum(d.valid for d in designs)
+    prompt = statistics.median(d.prompt_tokens for d in designs) if designs else 0
+    completion = statistics.median(len(d.completion.completion_ids) for d in designs) if designs else 0
+    return (f"{valid}/{len(designs)} valid ({valid / max(1, len(designs)):.0%}); median prompt "
+            f"{prompt:.0f} tokens, median completion {completion:.0f} tokens; written to {out}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--out", default="designs", help="folder for the generated environments")
+    args, rest = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
+    cfg = main_config(rest, prog="design.py", description=__doc__.splitlines()[0])
+    try:
+        skills = skill_schedule(skills_for(cfg.setting, cfg.skills or None), 0,
+                                cfg.designs_per_iteration)
+        corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
+    except (SkillError, CorpusError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2)
+    memory = None
+    if not cfg.no_memory:
+        from spade_mini.envs import EXAMPLES
+        memory = Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
+    from spade_mini.model import load_policy  # torch loads only after the arguments are checked
+    policy = load_policy(cfg)
+    designs = design_environments(policy, skills, corpus, memory, random.Random(cfg.seed),
+                                  max_new_tokens=cfg.design_max_new_tokens,
+                                  temperature=cfg.temperature, iteration=0)
+    print(write_designs(designs, args.out))
+
+
+if __name__ == "__main__":
+    main()

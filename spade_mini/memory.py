@@ -1,0 +1,167 @@
+"""The environment memory: what the designer has made before, and how it went.
+
+SPADE keeps the last 200 environments with their skill, code head, solve rate and regret. Each
+designer prompt shows up to 2 same-skill *references* (valid, no-hint solve rate inside a band,
+ranked by regret, asking for a DIFFERENT environment) and up to 1 *avoid* example (too easy or too
+hard). The memory is seeded with the hand-written example environments (never the held-out ones).
+
+Differences from the reference, on purpose: the avoid example carries its stats and a one-line
+summary (the reference shows only a file stem, which tells the designer almost nothing); seeded
+examples whose stats are unknown may serve as references when no played environment of that
+skill lies in the band, so the first designer prompts already show a working environment.
+Omitted: invalid records are stored (for the log) but never shown.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+MAX_RECORDS = 200
+BAND = (0.15, 0.85)  # no-hint solve rates worth learning from
+REFERENCES = 2  # reference environments per prompt
+REFERENCE_POOL = 6  # sample the references from this many of the highest-regret records
+CODE_HEAD_CHARS = 1200  # code shown per reference (the reference shows 2000; our context is 8k)
+
+
+@dataclass
+class EnvRecord:
+    id: str
+    iteration: int  # -1 for seeded examples
+    setting: str  # "games" | "tool_use"
+    skill: str  # a skill key
+    title: str  # first docstring line of the Env class, or its name
+    source: str
+    valid: bool
+    reasons: list[str] = field(default_factory=list)
+    no_hint_solve_rate: float | None = None  # None: invalid or not played
+    hint_solve_rate: float | None = None
+    regret: float | None = None
+
+
+@dataclass
+class Selection:
+    references: list[EnvRecord]
+    avoid: EnvRecord | None
+
+
+def env_title(source: str) -> str:
+    """First line of the `*Env` class docstring, else the class name."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        match = re.search(r"^class\s+(\w*Env)\b", source, re.MULTILINE)
+        return match.group(1) if match else "untitled environment"
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Env"):
+            doc = ast.get_docstring(node)
+            first = doc.strip().splitlines()[0].strip() if doc and doc.strip() else ""
+            return first or node.name
+    return "untitled environment"
+
+
+class Memory:
+    def __init__(self, max_records: int = MAX_RECORDS, band: tuple[float, float] = BAND):
+        self.max_records = max_records
+        self.band = band
+        self.records: list[EnvRecord] = []
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def add(self, records: EnvRecord | Iterable[EnvRecord]) -> None:
+        """Append one record or several; the oldest are evicted past `max_records`."""
+        self.records.extend([records] if isinstance(records, EnvRecord) else records)
+        del self.records[: max(0, len(self.records) - self.max_records)]
+
+    def select(self, skill: str, rng: random.Random) -> Selection:
+        low, high = self.band
+        same = [r for r in self.records if r.skill == skill and r.valid]
+        in_band = [r for r in same if r.no_hint_solve_rate is not None
+                   and low <= r.no_hint_solve_rate <= high]
+        # newest first, then a stable sort by regret: ties go to the newer environment
+        in_band = sorted(reversed(in_band), key=lambda r: -(r.regret or 0.0))
+        references = rng.sample(in_band[:REFERENCE_POOL], min(REFERENCES, len(in_band)))
+        if len(references) < REFERENCES:
+            unplayed = [r for r in same if r.no_hint_solve_rate is None]
+            references += rng.sample(unplayed, min(REFERENCES - len(references), len(unplayed)))
+        outside = [r for r in same if r.no_hint_solve_rate is not None
+                   and not low <= r.no_hint_solve_rate <= high]
+        avoid = rng.choice(outside) if outside else None
+        return Selection(references, avoid)
+
+    def render(self, selection: Selection, code_chars: int = CODE_HEAD_CHARS) -> str:
+        """The memory block of the designer prompt ("" when there is nothing to show)."""
+        parts = []
+        if selection.references:
+            parts.append("<REFERENCE_ENVIRONMENTS>\nEarlier environments for this skill. "
+                         "Create a DIFFERENT environment, not a copy.")
+            for number, record in enumerate(selection.references, start=1):
+                code = record.source[:code_chars]
+                if len(record.source) > code_chars:
+                    code += "\n# ... (truncated)"
+                parts.append(f"{number}. {record.title} ({_stats(record)})\n```python\n{code}\n```")
+            parts.append("</REFERENCE_ENVIRONMENTS>")
+        if selection.avoid is not None:
+            record = selection.avoid
+            why = "too easy" if record.no_hint_solve_rate > self.band[1] else "too hard"
+            parts.append(f"AVOID environments like this one, which was {why} "
+                         f"({_stats(record)}): {record.title}")
+        return "\n".join(parts)
+
+    def save(self, path: str | Path) -> None:
+        with open(path, "w", encoding="utf-8") as handle:
+            for record in self.records:
+                handle.write(json.dumps(asdict(record)) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path, max_records: int = MAX_RECORDS,
+             band: tuple[float, float] = BAND) -> "Memory":
+        memory = cls(max_records, band)
+        with open(path, encoding="utf-8") as handle:
+            memory.add(EnvRecord(**json.loads(line)) for line in handle if line.strip())
+        return memory
+
+    @classmethod
+    def seeded(cls, examples, solve_rates: dict[str, tuple[float, float]] | None = None,
+               max_records: int = MAX_RECORDS, band: tuple[float, float] = BAND) -> "Memory":
+        """A memory holding the hand-written examples (`HandEnv`s from spade_mini.envs.EXAMPLES).
+
+        `solve_rates` optionally maps an example name to its (no-hint, hint) solve rates.
+        """
+        held_out = _held_out_names()
+        memory = cls(max_records, band)
+        for example in examples:
+            if example.name in held_out:
+                raise ValueError(f"{example.name!r} is a held-out environment; seed the memory "
+                                 "with spade_mini.envs.EXAMPLES only.")
+            no_hint, hint = (solve_rates or {}).get(example.name, (None, None))
+            regret = None if no_hint is None or hint is None else hint - no_hint
+            memory.add(EnvRecord(
+                id=f"example-{example.name}", iteration=-1, setting=example.setting,
+                skill=example.skill, title=example.summary or env_title(example.source),
+                source=example.source, valid=True, no_hint_solve_rate=no_hint,
+                hint_solve_rate=hint, regret=regret))
+        return memory
+
+
+def _stats(record: EnvRecord) -> str:
+    if record.no_hint_solve_rate is None:
+        return "not played yet"
+
+    def show(value):
+        return "unknown" if value is None else f"{value:.2f}"
+    return (f"solve rate {show(record.no_hint_solve_rate)} without hint, "
+            f"{show(record.hint_solve_rate)} with hint, regret {show(record.regret)}")
+
+
+def _held_out_names() -> set[str]:
+    try:
+        from spade_mini.envs import HELDOUT
+    except ImportError:  # the envs package is optional for the memory itself
+        return set()
+    return {env.name for env in HELDOUT}

@@ -1,0 +1,208 @@
+"""The designer: skills, prompts, code extraction, hints, and a design flow through the sandbox."""
+import random
+import re
+from dataclasses import dataclass
+
+import pytest
+
+from spade_mini import designer
+from spade_mini.corpus import Corpus, Document
+from spade_mini.designer import (NO_CLASS, SKILLS, SkillError, design_environments, design_record,
+                                 designer_prompt, extract_code, generate_hints, hint_prompt,
+                                 skill_schedule, skills_for, with_hint)
+from spade_mini.memory import EnvRecord, Memory
+
+GAME_KEYS = ["pattern_recognition", "logical_deduction", "strategic_planning",
+             "mathematical_reasoning", "spatial_reasoning", "causal_inference", "memory_recall",
+             "optimization", "language_understanding"]
+TOOL_KEYS = ["api_orchestration", "data_retrieval", "state_modification", "error_recovery",
+             "tool_selection", "multi_step_workflows"]
+
+
+@dataclass
+class FakeCompletion:  # the fields of model.Completion
+    text: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    finished: bool = True
+
+
+class ScriptedPolicy:
+    """Replies with prepared texts, in order, and records every batched call."""
+
+    def __init__(self, texts, finished=True):
+        self.texts, self.finished, self.calls = list(texts), finished, []
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        self.calls.append((chats, max_new_tokens, temperature))
+        return [FakeCompletion(self.texts.pop(0), list(range(7 + i)), [1, 2], self.finished)
+                for i, _ in enumerate(chats)]
+
+
+def test_skills_per_setting_and_mix():
+    assert [s.key for s in skills_for("games")] == GAME_KEYS
+    assert [s.key for s in skills_for("tool_use")] == TOOL_KEYS
+    assert all(s.description and s.setting == "tool_use" for s in SKILLS["tool_use"])
+    mix = skills_for("mix")
+    assert len(mix) == 15 and [s.setting for s in mix[:4]] == ["games", "tool_use"] * 2
+    assert [s.key for s in skills_for("games", ["optimization", "memory_recall"])] == [
+        "optimization", "memory_recall"]
+    assert [s.key for s in skills_for("mix", ["error_recovery", "optimization"])] == [
+        "error_recovery", "optimization"]
+    with pytest.raises(SkillError, match="choose from"):
+        skills_for("games", ["api_orchestration"])
+    with pytest.raises(SkillError, match="games, tool_use or mix"):
+        skills_for("chess")
+
+
+def test_skill_schedule_is_round_robin():
+    skills = skills_for("games")[:4]
+    keys = lambda it, n, group=1: [s.key for s in skill_schedule(skills, it, n, group)]
+    assert keys(0, 3) == GAME_KEYS[:3]
+    assert keys(1, 3) == [GAME_KEYS[3], GAME_KEYS[0], GAME_KEYS[1]]
+    assert keys(0, 6) == GAME_KEYS[:4] + GAME_KEYS[:2]
+    assert keys(1, 4, group=2) == [GAME_KEYS[2]] * 2 + [GAME_KEYS[3]] * 2
+    assert keys(5, 3) == keys(5, 3)
+
+
+@pytest.mark.parametrize("setting", ["games", "tool_use"])
+def test_prompt_contents_with_and_without_corpus_and_memory(setting):
+    skill = skills_for(setting)[1]
+    bare = designer_prompt(skill, None, "")
+    assert [m["role"] for m in bare] == ["system", "user"]
+    user = bare[1]["content"]
+    assert skill.name in user and skill.description in user
+    assert "REFERENCE_DOCUMENT" not in user and "REFERENCE_ENVIRONMENTS" not in user
+    assert "random.Random" in user and "25 turns" in user and "never reveal the answer" in user
+    assert user.count("```python") == 2  # the example, and the request for the reply
+    if setting == "games":
+        assert "\\boxed{" in user and "ToolUseEnv" not in user
+    else:
+        assert "from tooluse import ToolUseEnv" in user and "<tool_call>" in user
+    assert len(" ".join(m["content"] for m in bare).split()) < 400  # read by a 135M model
+
+    document = Document("Ferns reproduce with spores.", "bundled", "science-99")
+    memory = Memory()
+    memory.add(EnvRecord("e1", 1, setting, skill.key, "Spore counting", "class SporeEnv:\n    pass",
+                         True, [], 0.5, 0.9, 0.4))
+    block = memory.render(memory.select(skill.key, random.Random(0)))
+    full = designer_prompt(skill, document, block)[1]["content"]
+    assert "<REFERENCE_DOCUMENT>\nFerns reproduce with spores.\n</REFERENCE_DOCUMENT>" in full
+    assert "never mention it" in full
+    assert "Spore counting" in full and "DIFFERENT" in full
+    assert full.index("REFERENCE_DOCUMENT") < full.index("REFERENCE_ENVIRONMENTS") < full.index("NEW")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Sure!\n```python\nclass AEnv:\n    pass\n```\nHope it helps.", "class AEnv:\n    pass\n"),
+    ("```py\nclass BEnv: pass\n```", "class BEnv: pass\n"),
+    ("```Python\nx = 1\n```\nthen\n```python\nclass CEnv: pass\n```", "class CEnv: pass\n"),
+    ("Here:\n```python\nimport random\nclass DEnv:\n    def reset(self", "import random\nclass DEnv:\n    def reset(self\n"),
+    ("```\nclass EEnv: pass\n```", "class EEnv: pass\n"),
+    ("import re\n\nclass FEnv:\n    pass", "import re\n\nclass FEnv:\n    pass\n"),
+    ("I cannot write that.", None),
+    ("def helper():\n    return 1", None),
+])
+def test_extract_code_on_messy_replies(text, expected):
+    assert extract_code(text) == expected
+
+
+def test_hint_prompt_and_batched_hints():
+    games = hint_prompt("class GEnv: pass", "games")
+    tools = hint_prompt("class TEnv: pass", "tool_use")
+    assert "class GEnv: pass" in games[1]["content"] and "\\boxed" in games[0]["content"]
+    assert "placeholders" in tools[0]["content"] and "never state the exact answer" in games[0]["content"].lower()
+    assert with_hint("Obs.", "Halve it.") == "Obs.\n\nHINT: Halve it."
+    policy = ScriptedPolicy(["Hint: Halve the range.", "  Call lookup first.  "])
+    hints = generate_hints(policy, ["class AEnv: pass", "class BEnv: pass"], ["games", "tool_use"],
+                           max_new_tokens=40)
+    assert hints == ["Halve the range.", "Call lookup first."]
+    assert len(policy.calls) == 1 and policy.calls[0][1:] == (40, 0.3)
+    assert generate_hints(policy, [], [], 40) == [] and len(policy.calls) == 1
+
+
+def win_target_sum(obs):
+    target = int(re.search(r"target (\d+)", obs).group(1))
+    moves = []
+    while target > 0:
+        moves.append(min(9, target))
+        target -= moves[-1]
+    return [f"\\boxed{{{m}}}" for m in moves]
+
+
+def test_prompt_examples_are_valid_and_winnable():
+    from spade_mini.sandbox import SandboxedEnv, validate_env
+    for example in (designer.GAME_EXAMPLE, designer.TOOL_EXAMPLE):
+        assert validate_env(example).ok
+    with SandboxedEnv(designer.GAME_EXAMPLE) as env:
+        obs, _ = env.reset(seed=4)
+        for action in win_target_sum(obs):
+            obs, reward, terminated, _, _ = env.step(action)
+        assert (reward, terminated) == (1.0, True)
+
+
+VALID = ("Here is my game.\n```python\nimport random\n\nclass ParityEnv:\n"
+         '    """Say whether a number is even."""\n'
+         "    def reset(self, seed=None):\n        self.n = random.Random(seed).randint(1, 99)\n"
+         "        return 'Is %d even? Answer \\\\boxed{yes} or \\\\boxed{no}.' % self.n, {}\n\n"
+         "    def step(self, action):\n        good = ('yes' if self.n % 2 == 0 else 'no') in action\n"
+         "        return 'Done.', 1.0 if good else 0.0, True, False, {}\n```\n")
+CRASHES = ("```python\nclass CrashEnv:\n    def reset(self, seed=None):\n        return 'hi', {}\n"
+           "    def step(self, action):\n        raise KeyError('oops')\n```")
+PROSE = "I would design a maze game where the agent walks around."
+
+
+def test_valid_and_invalid_designs_flow_through_validation():
+    policy = ScriptedPolicy([VALID, CRASHES, PROSE])
+    skills = skills_for("games")[:3]
+    designs = design_environments(policy, skills, Corpus.load(None), Memory(), random.Random(0),
+                                  max_new_tokens=300, temperature=0.6, iteration=3)
+    assert len(policy.calls) == 1 and len(policy.calls[0][0]) == 3  # one batched call
+    assert policy.calls[0][1:] == (300, 0.6)
+    good, crash, prose = designs
+    assert good.valid and good.reasons == [] and good.validation.class_name == "ParityEnv"
+    assert good.source.startswith("import random") and "REFERENCE_DOCUMENT" in good.prompt[1]["content"]
+    assert not crash.valid and crash.validation is not None
+    assert any("KeyError" in r for r in crash.reasons)
+    assert not prose.valid and prose.source is None and prose.validation is None
+    assert prose.reasons == [NO_CLASS]
+    assert [d.id for d in designs] == ["it0003-00", "it0003-01", "it0003-02"]
+    assert [d.skill for d in designs] == skills and [d.prompt_tokens for d in designs] == [7, 8, 9]
+    assert all(d.attempt == 1 and d.document_id for d in designs)
+    record = design_record(good, 0.5, 1.0, 0.5)
+    assert (record.title, record.skill, record.valid, record.regret) == (
+        "Say whether a number is even.", skills[0].key, True, 0.5)
+    assert design_record(prose).source == "" and not design_record(prose).valid
+
+
+def test_retries_regenerate_only_invalid_slots_and_cut_offs_are_reported():
+    policy = ScriptedPolicy([VALID, PROSE, VALID])
+    designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(1),
+                                  max_new_tokens=64, temperature=0.6, iteration=0, retries=2)
+    assert [len(chats) for chats, _, _ in policy.calls] == [2, 1]
+    assert [d.valid for d in designs] == [True, True] and [d.attempt for d in designs] == [1, 2]
+    assert all(d.document_id is None for d in designs)
+    assert "REFERENCE_DOCUMENT" not in designs[0].prompt[1]["content"]
+
+    cut = ScriptedPolicy(["```python\nclass HalfEnv:\n    def reset(self"], finished=False)
+    (design,) = design_environments(cut, skills_for("tool_use")[:1], None, None, random.Random(2),
+                                    max_new_tokens=64, temperature=0.6, iteration=1)
+    assert not design.valid and any("syntax error" in r for r in design.reasons)
+    assert design.reasons[-1] == "reply cut off at 64 new tokens"
+
+
+def test_design_script_writes_one_file_per_design(tmp_path):
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("design", Path(__file__).parents[1] / "design.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    policy = ScriptedPolicy([VALID, PROSE])
+    designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(0),
+                                  max_new_tokens=64, temperature=0.6, iteration=0)
+    summary = script.write_designs(designs, tmp_path / "out")
+    assert summary.startswith("1/2 valid (50%); median prompt 8 tokens, median completion 2 tokens")
+    good = (tmp_path / "out" / "it0000-00.py").read_text()
+    bad = (tmp_path / "out" / "it0000-01.py").read_text()
+    assert "# valid: True" in good and "class ParityEnv" in good
+    assert f"# reason: {NO_CLASS}" in bad and "# | I would design a maze game" in bad
