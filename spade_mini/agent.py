@@ -1,0 +1,183 @@
+"""The agent: play environments turn by turn, all episodes in lockstep.
+
+`play_episodes(policy, jobs, ...)` starts one sandboxed environment per job, and then, each
+turn, puts every live episode's chat into ONE batched `generate` call (finished episodes drop
+out). Batching is the main speed lever even on a CPU. A job names the environment source, the
+seed, and the arm: `no_hint` (trained) or `hint` (the privileged hint is appended to the first
+observation; never trained). The same seeds are played in both arms, so regret is a paired
+difference.
+
+Actions: in games the agent answers `\\boxed{...}`; the last box is passed to `step` re-wrapped
+as `\\boxed{x}`. In tool use the first `<tool_call>...</tool_call>` or `<answer>...</answer>`
+block is passed on. Without either, the raw text (truncated) is passed, and the environment
+decides what that means. A `SandboxError` ends only its own episode, with the reason recorded.
+Omitted: rewards for the designer (regret.py) and anything about training (reinforce.py).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from spade_mini.regret import episode_return
+from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+
+GAME_TEMPLATE = ("You are playing a language game. Make valid actions to win.\nObservation: {obs}\n"
+                 "Please reason step by step, and put your final answer within \\boxed{{}}.")
+TOOL_TEMPLATE = ("You can use these tools:\n{tools}\n\nCall one tool per turn as "
+                 '<tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call>, and finish with '
+                 "<answer>...</answer>.\n\nTask: {obs}")
+RAW_ACTION_CHARS = 2000  # an action without a box or tag is passed on truncated to this
+
+
+@dataclass
+class Job:
+    source: str
+    seed: int
+    arm: str = "no_hint"           # "no_hint" | "hint"
+    hint: str | None = None        # hint text; None in the hint arm means: ask the env's hint()
+    design_id: str = ""
+
+
+@dataclass
+class Turn:
+    prompt_ids: list[int]          # the chat so far, as the model saw it
+    completion_ids: list[int]      # what the agent generated (the only tokens that are trained)
+    action: str                    # what was passed to step()
+    reward: float
+
+
+@dataclass
+class Episode:
+    job: Job
+    turns: list[Turn] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)  # the readable transcript
+    terminated: bool = False
+    end_reason: str = ""           # won/lost, turn_cap, truncated, no_eos, context, or the error
+    ret: float = 0.0
+    tools: list[dict] | None = None
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.turns]
+
+    @property
+    def completion_mask(self) -> list[list[int]]:
+        """Per turn, 1 for every generated token: prompt, observation and hint tokens are never
+        in `completion_ids`, so they are never trained."""
+        return [[1] * len(t.completion_ids) for t in self.turns]
+
+    def transcript(self) -> str:
+        lines = [f"[{m['role']}] {m['content']}" for m in self.messages]
+        return "\n".join(lines + [f"[end] {self.end_reason}, return {self.ret:+.2f}"])
+
+
+def extract_action(text: str, tool_use: bool) -> str:
+    """The action to pass to step(): a tool call or answer block, else the last \\boxed{}, else
+    the raw text (truncated)."""
+    if tool_use:
+        m = re.search(r"<(tool_call|answer)>(.*?)</\1>", text, re.DOTALL)
+        if m:
+            return m.group(0).strip()
+    box = last_boxed(text)
+    if box is not None:
+        return f"\\boxed{{{box}}}"
+    return text.strip()[:RAW_ACTION_CHARS]
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...}, with nested braces matched."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 1, start + len("\\boxed{")
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j].strip()
+    return None  # unclosed box: no answer
+
+
+def first_message(obs: str, tools: list[dict] | None, hint: str | None) -> str:
+    if hint:
+        obs = f"{obs}\n\nHINT: {hint}"
+    if tools:
+        return TOOL_TEMPLATE.format(tools=json.dumps(tools, indent=None), obs=obs)
+    return GAME_TEMPLATE.format(obs=obs)
+
+
+def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_tokens: int = 256,
+                  max_context_tokens: int = 4096, limits: SandboxLimits | None = None,
+                  return_mode: str = "last", crash_reward: float = -1.0,
+                  temperature: float | None = None, on_turn=None) -> list[Episode]:
+    """Play every job to its end, advancing all live episodes one turn per batched call."""
+    episodes = [Episode(job=j) for j in jobs]
+    envs: list[SandboxedEnv | None] = [None] * len(jobs)
+    live: list[int] = []
+    try:
+        for i, ep in enumerate(episodes):
+            try:
+                envs[i] = SandboxedEnv(ep.job.source, limits=limits)
+                obs, info = envs[i].reset(seed=ep.job.seed)
+                hint = ep.job.hint
+                if ep.job.arm == "hint" and hint is None:
+                    hint = envs[i].hint()
+                ep.tools = info.get("tools") or None
+                ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint)})
+                live.append(i)
+            except SandboxError as e:
+                _end(ep, f"reset failed: {type(e).__name__}: {e}", crash=True, crash_reward=crash_reward)
+        for turn in range(max_turns):
+            if not live:
+                break
+            prompts = {i: policy.prompt_ids(episodes[i].messages) for i in live}
+            for i in [i for i in live if len(prompts[i]) + max_new_tokens > max_context_tokens]:
+                _end(episodes[i], "context")  # the next turn could not fit: truncated
+                live.remove(i)
+            if not live:
+                break
+            outs = policy.generate([episodes[i].messages for i in live], max_new_tokens,
+                                   temperature=temperature)
+            still = []
+            for i, out in zip(live, outs):
+                ep = episodes[i]
+                ep.messages.append({"role": "assistant", "content": out.text})
+                action = extract_action(out.text, tool_use=ep.tools is not None)
+                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0))
+                if not out.finished:  # a turn that never stopped is cut: nothing reaches the env
+                    _end(ep, "no_eos")
+                    continue
+                try:
+                    obs, reward, terminated, truncated, _ = envs[i].step(action)
+                except SandboxError as e:
+                    _end(ep, f"step failed: {type(e).__name__}: {e}", crash=True, crash_reward=crash_reward)
+                    continue
+                ep.turns[-1].reward = reward
+                if terminated or truncated:
+                    ep.messages.append({"role": "user", "content": obs})
+                    _end(ep, ("won" if reward > 0 else "lost") if terminated else "truncated",
+                         terminated=terminated)
+                elif turn == max_turns - 1:
+                    _end(ep, "turn_cap")
+                else:
+                    ep.messages.append({"role": "user", "content": obs})
+                    still.append(i)
+            live = still
+            if on_turn:
+                on_turn(turn, len(live))
+    finally:
+        for env in envs:
+            if env is not None:
+                env.close()
+    for ep in episodes:
+        if not ep.end_reason.startswith(("reset failed", "step failed")):
+            ep.ret = episode_return(ep.rewards, ep.terminated, mode=return_mode)
+    return episodes
+
+
+def _end(ep: Episode, reason: str, *, terminated: bool = False, crash: bool = False,
+         crash_reward: float = -1.0) -> None:
+    ep.end_reason, ep.terminated = reason, terminated
+    if crash:
+        ep.ret = crash_reward
+        ep.messages.append({"role": "user", "content": f"[environment error] {reason}"})
