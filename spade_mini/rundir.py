@@ -1,0 +1,84 @@
+"""The run directory: what one `train.py` run writes, and the checkpoints it resumes from.
+
+    runs/<name>/config.json        the Config of the run
+                metrics.jsonl      one row per iteration
+                samples.jsonl      designs and episodes to read (one JSON object per line)
+                envs/<id>.py       every generated environment under a header with its stats
+                memory.jsonl       the environment memory (also inside each checkpoint)
+                checkpoint-<it>/   trainable weights, optimizer, RNG states, memory, iteration
+
+A checkpoint is written to a temporary folder and renamed into place, so a run killed while
+saving never leaves a half-written checkpoint behind; `--resume` takes the newest complete one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from spade_mini.model import load_trainable, save_trainable
+
+STATE_FILE = "state.pt"
+
+
+class RunDir:
+    def __init__(self, root: str | Path, name: str):
+        self.path = Path(root) / (name or time.strftime("%Y%m%d-%H%M%S"))
+        (self.path / "envs").mkdir(parents=True, exist_ok=True)
+
+    def write_config(self, cfg) -> None:
+        (self.path / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+
+    def append(self, file: str, rows: list[dict]) -> None:
+        with open(self.path / file, "a", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, default=str) + "\n")
+
+    def truncate_after(self, iteration: int) -> None:
+        """On resume, drop rows of iterations after the checkpoint (they will be redone)."""
+        for file in ("metrics.jsonl", "samples.jsonl"):
+            path = self.path / file
+            if path.is_file():
+                keep = [line for line in path.read_text().splitlines()
+                        if line.strip() and json.loads(line).get("iteration", -1) <= iteration]
+                path.write_text("".join(line + "\n" for line in keep))
+
+    def write_env(self, env_id: str, source: str, stats: dict) -> None:
+        header = "".join(f"# {k}: {v}\n" for k, v in stats.items())
+        (self.path / "envs" / f"{env_id}.py").write_text(header + "\n" + source, encoding="utf-8")
+
+    # --- checkpoints -------------------------------------------------------------------------
+    def save_checkpoint(self, iteration: int, policy, optimizer, memory, extra: dict) -> Path:
+        final = self.path / f"checkpoint-{iteration}"
+        tmp = self.path / f".checkpoint-{iteration}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        save_trainable(policy, tmp)
+        state = {"iteration": iteration, "optimizer": optimizer.state_dict(),
+                 "torch_rng": torch.get_rng_state(), "extra": pickle.dumps(extra),
+                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+        torch.save(state, tmp / STATE_FILE)
+        if memory is not None:
+            memory.save(tmp / "memory.jsonl")
+            memory.save(self.path / "memory.jsonl")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        return final
+
+    def latest_checkpoint(self) -> Path | None:
+        done = [p for p in self.path.glob("checkpoint-*") if (p / STATE_FILE).is_file()]
+        return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+    def load_checkpoint(self, folder: Path, policy, optimizer) -> tuple[int, dict]:
+        load_trainable(policy, folder)
+        state = torch.load(folder / STATE_FILE, weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        return state["iteration"], pickle.loads(state["extra"])
+

@@ -1,0 +1,117 @@
+"""SPADE self-play training: the policy designs environments, plays them, and learns from both.
+
+    python train.py                        # cpu-smoke on a CPU, the gpu preset when CUDA is there
+    python train.py --preset gpu --model Qwen/Qwen3-4B-Instruct-2507 --name qwen4b
+    python train.py --name qwen4b --resume # continue a killed run from its last checkpoint
+
+Each iteration (spade_mini/loop.py): the designer writes N environments, the sandbox validates
+them, the agent plays K paired seeds per environment with and without a hint, the designer is
+rewarded by hint-based regret, and one REINFORCE update trains both roles. Everything is written
+to runs/<name>/ (see spade_mini/rundir.py). Ctrl-C saves a checkpoint and exits.
+"""
+import random
+import sys
+
+from spade_mini.config import main_config
+
+cfg = main_config(description=__doc__.splitlines()[0])
+print(f"preset: {cfg.preset}" + ("" if "--preset" in sys.argv else " (chosen automatically)"), flush=True)
+
+import torch  # noqa: E402  (heavy imports only after the flags are known to be good)
+from tqdm.auto import tqdm  # noqa: E402
+
+from spade_mini.corpus import Corpus, CorpusError  # noqa: E402
+from spade_mini.designer import SkillError, skills_for  # noqa: E402
+from spade_mini.envs import EXAMPLES  # noqa: E402
+from spade_mini.loop import State, one_iteration  # noqa: E402
+from spade_mini.memory import Memory  # noqa: E402
+from spade_mini.model import ModelError, load_policy  # noqa: E402
+from spade_mini.reinforce import make_optimizer  # noqa: E402
+from spade_mini.reports import Reporter, sample_rows  # noqa: E402
+from spade_mini.rundir import RunDir  # noqa: E402
+
+
+def fail(message: str):
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+# --- set-up: run directory, policy, optimizer, skills, corpus, memory ----------------------
+if cfg.resume and not cfg.name:
+    fail("--resume needs the --name of the run to continue.")
+run = RunDir(cfg.run_dir, cfg.name)
+checkpoint = run.latest_checkpoint() if cfg.resume else None
+if cfg.resume and checkpoint is None:
+    fail(f"no checkpoint in {run.path}; start it without --resume.")
+try:
+    skills = skills_for(cfg.setting, cfg.skills or None)
+    corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
+    policy = load_policy(cfg)
+except (SkillError, CorpusError, ModelError) as e:
+    fail(str(e))
+torch.manual_seed(cfg.seed)
+optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
+memory = None if cfg.no_memory else Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
+pool = [e for e in EXAMPLES if cfg.setting in ("mix", e.setting)]
+state = State(policy, optimizer, skills, corpus, memory, random.Random(cfg.seed), pool=pool)
+
+if checkpoint is not None:
+    done, extra = run.load_checkpoint(checkpoint, policy, optimizer)
+    state.rng.setstate(extra["rng"])
+    state.lp, state.iteration = extra["lp"], done + 1
+    if memory is not None:
+        state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
+    run.truncate_after(done)
+    print(f"resumed {run.path} after iteration {done}", flush=True)
+else:
+    run.write_config(cfg)
+reporter = Reporter(cfg.report_to, run.path)
+
+
+def save(iteration: int, snapshot: dict):
+    run.save_checkpoint(iteration, policy, optimizer, state.memory, snapshot)
+
+
+# --- the loop ------------------------------------------------------------------------------
+bar = tqdm(range(state.iteration, cfg.iterations), desc="iterations", initial=state.iteration,
+           total=cfg.iterations)
+phases = tqdm(total=4, desc="phase", leave=False)
+last_saved, snapshot = state.iteration - 1, None
+
+
+def progress(phase: str, **stats):
+    phases.n = ["design", "hint", "play", "update"].index(phase)
+    phases.set_description(phase)
+    phases.set_postfix({k: f"{v:.2f}" for k, v in stats.items()})
+
+
+try:
+    for it in bar:
+        row, designs, playables, episodes, scores = one_iteration(state, cfg, progress)
+        snapshot = {"rng": state.rng.getstate(), "lp": state.lp}
+        run.append("metrics.jsonl", [row])
+        run.append("samples.jsonl", sample_rows(it, designs, episodes, scores))
+        for d in designs:
+            s = scores.get(d.id)
+            run.write_env(d.id, d.source or f'"""no code: {d.reasons}"""\n', {
+                "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
+                "no_hint_solve_rate": s and s.no_hint_solve_rate, "hint_solve_rate": s and s.hint_solve_rate,
+                "regret": s and s.regret, "designer_reward": s and s.reward})
+        reporter.log(row)
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),
+                        ret=fmt(row["no_hint_return"]), hint_ret=fmt(row["hint_return"]))
+        if (it + 1) % cfg.save_every == 0 or it + 1 == cfg.iterations:
+            save(it, snapshot)
+            last_saved = it
+except KeyboardInterrupt:
+    # Save the last COMPLETED iteration (weights change only in its final update step).
+    if snapshot is not None and state.iteration - 1 > last_saved:
+        save(state.iteration - 1, snapshot)
+    tqdm.write(f"interrupted; resume with: python train.py --name {run.path.name} --resume")
+    raise SystemExit(130)
+finally:
+    phases.close()
+    bar.close()
+    reporter.close()
+print(f"done: {run.path}")
