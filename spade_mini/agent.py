@@ -119,9 +119,9 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
             try:
                 envs[i] = SandboxedEnv(ep.job.source, limits=limits)
                 obs, info = envs[i].reset(seed=ep.job.seed)
-                hint = ep.job.hint
-                if ep.job.arm == "hint" and hint is None:
-                    hint = envs[i].hint()
+                hint = ep.job.hint if ep.job.arm == "hint" else None  # the trained arm never sees it
+                if ep.job.arm == "hint" and hint is None and envs[i].has_hint:
+                    hint = envs[i].hint()  # without a hint() method the arm plays unhinted
                 ep.tools = info.get("tools") or None
                 ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint)})
                 live.append(i)
