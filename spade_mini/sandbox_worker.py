@@ -30,7 +30,7 @@ import traceback
 
 ALLOWED_IMPORTS = frozenset({
     "__future__", "abc", "array", "bisect", "cmath", "collections", "copy", "dataclasses", "datetime",
-    "decimal", "difflib", "enum", "fractions", "functools", "heapq", "itertools", "json",
+    "decimal", "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "itertools", "json",
     "math", "numbers", "operator", "pprint", "random", "re", "statistics", "string",
     "textwrap", "typing", "unicodedata", "tooluse",
 })

@@ -1,0 +1,86 @@
+"""Evaluate the base model and training checkpoints on held-out suites, or plot a run.
+
+    python eval.py --preset cpu-smoke
+    python eval.py --checkpoints runs/x/checkpoint-3,runs/x/checkpoint-6 --suites heldout,bfcl
+    python eval.py plot runs/x
+
+Eval flags are listed below; every model and generation flag of train.py (Config) also works.
+Sizes default per preset (spade_mini.evaluate.EVAL_PRESETS). A suite whose benchmark package is
+missing is skipped with one line naming the install command (the others still run).
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from spade_mini.config import main_config
+from spade_mini.evaluate import EVAL_PRESETS, SUITES, EvalSettings, model_specs, run_all
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="eval.py", add_help=False, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suites", default=",".join(SUITES), help="comma separated: " + ", ".join(SUITES))
+    p.add_argument("--checkpoints", default="", help="comma separated runs/<name>/checkpoint-<i> folders")
+    p.add_argument("--no-base", action="store_true", help="skip the base model")
+    p.add_argument("--out", default="eval", help="parent folder of results (eval/<name>/)")
+    p.add_argument("--eval-seed", type=int, default=0, help="seed of environments and items")
+    p.add_argument("--heldout-seeds", type=int, help="K episodes per held-out environment and arm")
+    p.add_argument("--rg-items", type=int, help="reasoning_gym items (spread over six families)")
+    p.add_argument("--humaneval-items", type=int, help="HumanEval problems (of 164)")
+    p.add_argument("--bfcl-items", type=int, help="BFCL items per category (simple_python, multiple)")
+    p.add_argument("--answer-max-new-tokens", type=int, help="token budget of reasoning_gym and bfcl replies")
+    p.add_argument("--code-max-new-tokens", type=int, help="token budget of HumanEval replies")
+    p.add_argument("--batch-size", type=int, help="chats per generate call in one-turn suites")
+    p.add_argument("--sample", action="store_true", help="sample at --temperature instead of greedy decoding")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["plot"]:
+        from spade_mini.plots import plot_run
+        if len(argv) != 2:
+            print("usage: python eval.py plot RUN_DIR", file=sys.stderr)
+            return 2
+        for path in plot_run(argv[1]):
+            print(path)
+        return 0
+    parser = eval_parser()
+    if {"-h", "--help"} & set(argv):
+        parser.print_help()
+        print("\nModel and generation flags (shared with train.py):")
+    args, rest = parser.parse_known_args(argv)
+    cfg = main_config(rest, prog="eval.py")
+    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        print(f"error: unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}.", file=sys.stderr)
+        return 2
+    sizes = {**EVAL_PRESETS.get(cfg.preset, {})}
+    for key in ("heldout_seeds", "rg_items", "humaneval_items", "bfcl_items", "answer_max_new_tokens",
+                "code_max_new_tokens", "batch_size"):
+        if getattr(args, key) is not None:
+            sizes[key] = getattr(args, key)
+    st = EvalSettings(suites=suites, seed=args.eval_seed,
+                      temperature=cfg.temperature if args.sample else 0.0, **sizes)
+    checkpoints = [c.strip() for c in args.checkpoints.split(",") if c.strip()]
+    for c in checkpoints:  # fail before any model is loaded, not after the base model's suites
+        if not (Path(c).parent / "config.json").is_file() or not Path(c).is_dir():
+            print(f"error: {c} is not a checkpoint folder next to its run's config.json "
+                  "(runs/<name>/checkpoint-<i>).", file=sys.stderr)
+            return 2
+    specs = model_specs(checkpoints, include_base=not args.no_base)
+    if not specs:
+        print("error: nothing to evaluate; drop --no-base or pass --checkpoints.", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out) / (cfg.name or f"{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}")
+    t0 = time.time()
+    run_all(cfg, st, specs, out_dir)
+    print((out_dir / "results.md").read_text())
+    print(f"wrote {out_dir}/results.json, results.md, results.png in {time.time() - t0:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
