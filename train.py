@@ -96,7 +96,8 @@ try:
             run.write_env(d.id, d.source or f'"""no code: {d.reasons}"""\n', {
                 "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
                 "no_hint_solve_rate": s and s.no_hint_solve_rate, "hint_solve_rate": s and s.hint_solve_rate,
-                "regret": s and s.regret, "designer_reward": s and s.reward})
+                "regret": s and s.regret,
+                "designer_reward": s.reward if s else (None if cfg.drop_invalid else cfg.invalid_reward)})
         reporter.log(row)
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),

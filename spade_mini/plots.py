@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from pathlib import Path
 
 GROUPS = {  # file name -> (title, metric keys)
@@ -23,7 +22,6 @@ GROUPS = {  # file name -> (title, metric keys)
     "time": ("seconds per phase", ["time_design_s", "time_hint_s", "time_play_s", "time_update_s", "time_total_s"]),
     "memory": ("peak memory (MB)", ["peak_memory_mb"]),
 }
-_STAT = re.compile(r"([A-Za-z_]\w*)\s*[=:]\s*([^\s,;]+)")
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -63,21 +61,13 @@ def plot_metrics(rows: list[dict], out: Path) -> list[Path]:
 
 
 def env_stats(path: Path) -> dict[str, str]:
-    """`key=value`, `key: value` or JSON-object pairs from the leading comment lines of an
-    environment file (the header format is read loosely so that it may change)."""
+    """The `# key: value` header lines that train.py writes above each environment's source."""
     stats = {}
     for line in path.read_text(errors="replace").splitlines():
-        if not line.startswith("#"):
+        if not line.startswith("# ") or ": " not in line:
             break
-        text = line.lstrip("#").strip()
-        try:
-            obj = json.loads(text) if text.startswith("{") else None
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            stats.update({str(k): str(v) for k, v in obj.items() if not isinstance(v, (dict, list))})
-        else:
-            stats.update(_STAT.findall(text))
+        key, _, value = line[2:].partition(": ")
+        stats[key.strip()] = value.strip()
     return stats
 
 

@@ -164,9 +164,12 @@ def test_plot_command(tmp_path):
     rows = [{"iteration": i, "valid_fraction": 0.5 + 0.1 * i, "no_hint_return": 0.1 * i, "hint_return": 0.3,
              "regret": 0.2, "agent_loss": 1.0 / (i + 1), "time_play_s": 3.0} for i in range(3)]
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken")
-    (run / "envs" / "a.py").write_text("# regret=0.10 solve_rate=0.5\nclass AEnv: pass\n")
-    (run / "envs" / "b.py").write_text("# regret: 0.90, skill: logical_deduction\nclass BEnv: pass\n")
-    (run / "envs" / "c.py").write_text('# {"regret": 0.5, "valid": true}\nclass CEnv: pass\n')
+    from spade_mini.rundir import RunDir
+    writer = RunDir(tmp_path, "run")  # the same writer train.py uses, so the header format matches
+    writer.write_env("a", "class AEnv: pass\n", {"regret": 0.1, "skill": "optimization", "valid": True})
+    writer.write_env("b", "class BEnv: pass\n", {"regret": 0.9, "skill": "logical_deduction", "valid": True})
+    writer.write_env("c", "class CEnv: pass\n", {"regret": 0.5, "reasons": "syntax error on line 3; cut off",
+                                                  "skill": "optimization", "valid": False})
     (run / "samples.jsonl").write_text('{"design_id": "a"}\n')
     assert eval_cli.main(["plot", str(run)]) == 0
     pngs = sorted(p.name for p in (run / "plots").glob("*.png"))
@@ -174,6 +177,7 @@ def test_plot_command(tmp_path):
     page = (run / "plots" / "envs.html").read_text()
     assert page.index("b.py") < page.index("c.py") < page.index("a.py")  # by regret, highest first
     assert "logical_deduction" in page and "sortBy" in page and "<th onclick='sortBy(4)'>valid</th>" in page
+    assert "syntax error on line 3; cut off" in page  # whole values, not their first word
 
 
 def test_checkpoint_loads_into_policy_from_run_config(tiny_policy, tmp_path):
