@@ -9,12 +9,18 @@ them, the agent plays K paired seeds per environment with and without a hint, th
 rewarded by hint-based regret, and one REINFORCE update trains both roles. Everything is written
 to runs/<name>/ (see spade_mini/rundir.py). Ctrl-C saves a checkpoint and exits.
 """
+import json
 import random
+import signal
 import sys
+from pathlib import Path
 
 from spade_mini.config import main_config
 
 cfg = main_config(description=__doc__.splitlines()[0])
+saved = Path(cfg.run_dir) / cfg.name / "config.json"
+if cfg.resume and cfg.name and saved.is_file():  # continue with the run's own config; flags still win
+    cfg = main_config(description=__doc__.splitlines()[0], base=json.loads(saved.read_text()))
 print(f"preset: {cfg.preset}" + ("" if "--preset" in sys.argv else " (chosen automatically)"), flush=True)
 
 import torch  # noqa: E402  (heavy imports only after the flags are known to be good)
@@ -56,11 +62,15 @@ pool = [e for e in EXAMPLES if cfg.setting in ("mix", e.setting)]
 state = State(policy, optimizer, skills, corpus, memory, random.Random(cfg.seed), pool=pool)
 
 if checkpoint is not None:
-    done, extra = run.load_checkpoint(checkpoint, policy, optimizer)
+    try:
+        done, extra = run.load_checkpoint(checkpoint, policy, optimizer)
+    except ModelError as e:
+        fail(str(e))
     state.rng.setstate(extra["rng"])
     state.lp, state.iteration = extra["lp"], done + 1
     if memory is not None:
         state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
+        state.memory.save(run.path / "memory.jsonl")  # the run's copy may be ahead of the checkpoint
     run.truncate_after(done)
     print(f"resumed {run.path} after iteration {done}", flush=True)
 else:
@@ -68,15 +78,28 @@ else:
 reporter = Reporter(cfg.report_to, run.path)
 
 
-def save(iteration: int, snapshot: dict):
-    run.save_checkpoint(iteration, policy, optimizer, state.memory, snapshot)
+def save(iteration: int):
+    extra = {"rng": state.rng.getstate(), "lp": state.lp}
+    run.save_checkpoint(iteration, policy, optimizer, state.memory, extra)
 
+
+# Ctrl-C lets the current iteration finish, saves it and exits, so a checkpoint is always the
+# state between two iterations (a second Ctrl-C aborts at once, without saving).
+stop = []
+
+
+def on_interrupt(*_):
+    stop.append(True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    tqdm.write("stopping after this iteration; Ctrl-C again to abort without saving")
+
+
+signal.signal(signal.SIGINT, on_interrupt)
 
 # --- the loop ------------------------------------------------------------------------------
 bar = tqdm(range(state.iteration, cfg.iterations), desc="iterations", initial=state.iteration,
            total=cfg.iterations)
 phases = tqdm(total=4, desc="phase", leave=False)
-last_saved, snapshot = state.iteration - 1, None
 
 
 def progress(phase: str, **stats):
@@ -88,7 +111,6 @@ def progress(phase: str, **stats):
 try:
     for it in bar:
         row, designs, playables, episodes, scores = one_iteration(state, cfg, progress)
-        snapshot = {"rng": state.rng.getstate(), "lp": state.lp}
         run.append("metrics.jsonl", [row])
         run.append("samples.jsonl", sample_rows(it, designs, episodes, scores))
         for d in designs:
@@ -102,14 +124,13 @@ try:
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),
                         ret=fmt(row["no_hint_return"]), hint_ret=fmt(row["hint_return"]))
-        if (it + 1) % cfg.save_every == 0 or it + 1 == cfg.iterations:
-            save(it, snapshot)
-            last_saved = it
+        if (it + 1) % cfg.save_every == 0 or it + 1 == cfg.iterations or stop:
+            save(it)
+        if stop:
+            tqdm.write(f"interrupted; resume with: python train.py --name {run.path.name} --resume")
+            raise SystemExit(130)
 except KeyboardInterrupt:
-    # Save the last COMPLETED iteration (weights change only in its final update step).
-    if snapshot is not None and state.iteration - 1 > last_saved:
-        save(state.iteration - 1, snapshot)
-    tqdm.write(f"interrupted; resume with: python train.py --name {run.path.name} --resume")
+    tqdm.write("aborted without saving this iteration")
     raise SystemExit(130)
 finally:
     phases.close()

@@ -56,6 +56,7 @@ class Episode:
     end_reason: str = ""           # won/lost, turn_cap, truncated, no_eos, context, or the error
     ret: float = 0.0
     tools: list[dict] | None = None
+    notes: list[str] = field(default_factory=list)  # what went wrong without ending the episode
 
     @property
     def rewards(self) -> list[float]:
@@ -68,7 +69,7 @@ class Episode:
         return [[1] * len(t.completion_ids) for t in self.turns]
 
     def transcript(self) -> str:
-        lines = [f"[{m['role']}] {m['content']}" for m in self.messages]
+        lines = [f"[note] {n}" for n in self.notes] + [f"[{m['role']}] {m['content']}" for m in self.messages]
         return "\n".join(lines + [f"[end] {self.end_reason}, return {self.ret:+.2f}"])
 
 
@@ -121,7 +122,12 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                 obs, info = envs[i].reset(seed=ep.job.seed)
                 hint = ep.job.hint if ep.job.arm == "hint" else None  # the trained arm never sees it
                 if ep.job.arm == "hint" and hint is None and envs[i].has_hint:
-                    hint = envs[i].hint()  # without a hint() method the arm plays unhinted
+                    try:
+                        hint = envs[i].hint()
+                    except SandboxError as e:  # a broken hint() must not score the episode -1
+                        ep.notes.append(f"hint failed: {type(e).__name__}: {e}")
+                        obs, info = envs[i].reset(seed=ep.job.seed)  # the error recycled the child
+                # without a hint, the hint arm plays unhinted
                 ep.tools = info.get("tools") or None
                 ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint)})
                 live.append(i)

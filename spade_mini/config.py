@@ -297,18 +297,21 @@ def build_parser(prog: str = "train.py", description: str = "") -> argparse.Argu
 
 
 def parse_args(argv: list[str] | None = None, *, prog: str = "train.py", description: str = "",
-               default_preset: str | None = None) -> Config:
-    """Command line -> Config. Raises ConfigError (one sentence) on any bad input."""
+               default_preset: str | None = None, base: dict | None = None) -> Config:
+    """Command line -> Config. Raises ConfigError (one sentence) on any bad input.
+    `base` (e.g. a resumed run's config.json) replaces the preset as the starting values."""
     parser = build_parser(prog, description)
     args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     if extra:
         raise _unknown(extra[0])
     flags = {k: v for k, v in vars(args).items() if k not in ("config", "preset")}
+    if base is not None:
+        args.preset = args.preset or base.get("preset", "")
     preset = args.preset or default_preset or auto_preset()
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
-    values = {**PRESETS[preset]}
     hints = _hints()
+    values = {**PRESETS[preset]} if base is None else {k: v for k, v in base.items() if k in hints}
     if args.config:
         for k, v in _read_file(args.config).items():
             if k not in hints:

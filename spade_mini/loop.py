@@ -64,7 +64,8 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         designs = []
         picked = [state.pool[(it * cfg.designs_per_iteration + i) % len(state.pool)]
                   for i in range(cfg.designs_per_iteration)]
-        playables = [Playable(f"it{it:04d}-{e.name}", e.skill, e.setting, e.source) for e in picked]
+        playables = [Playable(f"it{it:04d}-{i:02d}-{e.name}", e.skill, e.setting, e.source)
+                     for i, e in enumerate(picked)]
     else:
         skills = skill_schedule(state.skills, it, cfg.designs_per_iteration, group=DESIGNS_PER_SKILL)
         designs = design_environments(policy, skills, state.corpus, state.memory, state.rng,
@@ -104,8 +105,12 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     scores = {}
     for p in playables:
         no_hint, hint = returns[(p.id, "no_hint")], returns[(p.id, "hint")]
-        lp = state.lp.update(p.skill, no_hint) if cfg.designer_reward == "learning_potential" else None
+        # each design is scored against the averages from BEFORE this iteration; then each skill's
+        # averages move once, by all of its plays (else a per-skill baseline would cancel it)
+        lp = state.lp.preview(p.skill, no_hint) if cfg.designer_reward == "learning_potential" else None
         scores[p.id] = score_design(cfg.designer_reward, no_hint, hint, lp)
+    for skill in {p.skill for p in playables}:
+        state.lp.update(skill, [r for p in playables if p.skill == skill for r in returns[(p.id, "no_hint")]])
 
     # 5. samples and advantages: agent turns of no-hint episodes, designer completions
     no_hint_eps = [e for e in episodes if e.job.arm == "no_hint"]

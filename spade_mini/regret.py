@@ -172,6 +172,14 @@ class LearningPotential:
             self.slow[skill] = (1 - self.gamma_slow) * self.slow[skill] + self.gamma_slow * r
         return self.value(skill)
 
+    def preview(self, skill: Hashable, returns: Sequence[float]) -> float:
+        """The potential `update` would return for these returns, without changing anything,
+        so that designs of one skill can be told apart before the skill's averages move."""
+        fast, slow = dict(self.fast), dict(self.slow)
+        value = self.update(skill, returns)
+        self.fast, self.slow = fast, slow
+        return value
+
     def value(self, skill: Hashable) -> float:
         """|fast - slow| for this skill; 0 for a skill never seen."""
         if skill not in self.fast:

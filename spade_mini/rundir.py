@@ -40,7 +40,10 @@ class RunDir:
                 f.write(json.dumps(row, default=str) + "\n")
 
     def truncate_after(self, iteration: int) -> None:
-        """On resume, drop rows of iterations after the checkpoint (they will be redone)."""
+        """On resume, drop what iterations after the checkpoint wrote (they will be redone)."""
+        for env in (self.path / "envs").glob("it*.py"):
+            if int(env.name[2:6]) > iteration:
+                env.unlink()
         for file in ("metrics.jsonl", "samples.jsonl"):
             path = self.path / file
             if path.is_file():

@@ -184,6 +184,16 @@ def test_hint_arms():
     assert "\n\nHINT: The letters are " + ", ".join(letters) in own.messages[0]["content"]
 
 
+
+def test_a_failing_hint_plays_unhinted_and_is_noted():
+    broken_hint = LETTERS.replace('return "The letters are "',
+                                  'raise KeyError("no hint today")\n        return "The letters are "')
+    (ep,) = play_episodes(WRONG, [Job(broken_hint, 1, arm="hint", hint=None)], max_turns=1)
+    assert "HINT:" not in ep.messages[0]["content"]
+    assert ep.ret == 0.0 and ep.end_reason != "" and not ep.end_reason.startswith("reset failed")
+    assert ep.notes and "hint failed" in ep.notes[0] and "no hint today" in ep.notes[0]
+
+
 # --- broken environments -----------------------------------------------------------------------
 
 def test_broken_environments_end_only_their_own_episode():

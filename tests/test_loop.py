@@ -89,7 +89,13 @@ def test_train_writes_run_and_resume_matches_uninterrupted(tmp_path):
 
     first = _train(tmp_path, "split", "--iterations", "1")
     assert [r["iteration"] for r in _comparable(first)] == [0]
-    resumed = _train(tmp_path, "split", "--iterations", "2", "--resume")
+    # only the run's name: the rest comes from the run's own config.json
+    out = subprocess.run([sys.executable, "train.py", "--run-dir", str(tmp_path), "--name", "split",
+                          "--iterations", "2", "--resume"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    resumed = tmp_path / "split"
+    assert json.loads((resumed / "config.json").read_text())["fixed_pool"] is True
     assert _comparable(resumed) == _comparable(whole)
     episodes = lambda run: [(r["env"], r["seed"], r["transcript"]) for r in map(  # noqa: E731
         json.loads, (run / "samples.jsonl").read_text().splitlines()) if r["kind"] == "episode"]

@@ -200,3 +200,13 @@ def test_regret_module_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=pathlib.Path(__file__).parent.parent)
     assert out.stdout.strip() == "False"
+
+
+def test_learning_potential_preview_changes_nothing():
+    from spade_mini.regret import LearningPotential
+    lp = LearningPotential()
+    lp.update("s", [0.0, 0.0])
+    before = (dict(lp.fast), dict(lp.slow))
+    peek = lp.preview("s", [1.0])
+    assert (lp.fast, lp.slow) == before  # nothing moved
+    assert peek == lp.update("s", [1.0]) and peek > 0  # and it is what update() then returns
