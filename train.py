@@ -33,7 +33,7 @@ from spade_mini.loop import State, one_iteration  # noqa: E402
 from spade_mini.memory import Memory  # noqa: E402
 from spade_mini.model import ModelError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
-from spade_mini.reports import Reporter, sample_rows  # noqa: E402
+from spade_mini.reports import Reporter  # noqa: E402
 from spade_mini.rundir import RunDir  # noqa: E402
 
 
@@ -110,16 +110,8 @@ def progress(phase: str, **stats):
 
 try:
     for it in bar:
-        row, designs, playables, episodes, scores = one_iteration(state, cfg, progress)
-        run.append("metrics.jsonl", [row])
-        run.append("samples.jsonl", sample_rows(it, designs, episodes, scores))
-        for d in designs:
-            s = scores.get(d.id)
-            run.write_env(d.id, d.source or f'"""no code: {d.reasons}"""\n', {
-                "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
-                "no_hint_solve_rate": s and s.no_hint_solve_rate, "hint_solve_rate": s and s.hint_solve_rate,
-                "regret": s and s.regret,
-                "designer_reward": s.reward if s else (None if cfg.drop_invalid else cfg.invalid_reward)})
+        row, designs, _, episodes, scores = one_iteration(state, cfg, progress)
+        run.record_iteration(it, row, designs, episodes, scores, cfg)
         reporter.log(row)
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),

@@ -51,6 +51,19 @@ class RunDir:
                         if line.strip() and json.loads(line).get("iteration", -1) <= iteration]
                 path.write_text("".join(line + "\n" for line in keep))
 
+    def record_iteration(self, iteration: int, row: dict, designs, episodes, scores, cfg) -> None:
+        """Everything one iteration writes: its metrics row, its samples, and every design."""
+        from spade_mini.reports import sample_rows
+        self.append("metrics.jsonl", [row])
+        self.append("samples.jsonl", sample_rows(iteration, designs, episodes, scores))
+        for d in designs:
+            s = scores.get(d.id)
+            self.write_env(d.id, d.source or f'"""no code: {d.reasons}"""\n', {
+                "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
+                "no_hint_solve_rate": s and s.no_hint_solve_rate,
+                "hint_solve_rate": s and s.hint_solve_rate, "regret": s and s.regret,
+                "designer_reward": s.reward if s else (None if cfg.drop_invalid else cfg.invalid_reward)})
+
     def write_env(self, env_id: str, source: str, stats: dict) -> None:
         header = "".join(f"# {k}: {v}\n" for k, v in stats.items())
         (self.path / "envs" / f"{env_id}.py").write_text(header + "\n" + source, encoding="utf-8")
