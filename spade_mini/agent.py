@@ -19,6 +19,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from spade_mini.model import PLAIN, Sampling, acting_as
 from spade_mini.regret import episode_return
 from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
@@ -45,6 +46,7 @@ class Turn:
     completion_ids: list[int]      # what the agent generated (the only tokens that are trained)
     action: str                    # what was passed to step()
     reward: float
+    sampling: Sampling = PLAIN     # how completion_ids were drawn (the update scores them so)
 
 
 @dataclass
@@ -142,14 +144,15 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                 live.remove(i)
             if not live:
                 break
-            outs = policy.generate([episodes[i].messages for i in live], max_new_tokens,
-                                   temperature=temperature)
+            with acting_as(policy, "agent"):
+                outs = policy.generate([episodes[i].messages for i in live], max_new_tokens,
+                                       temperature=temperature)
             still = []
             for i, out in zip(live, outs):
                 ep = episodes[i]
                 ep.messages.append({"role": "assistant", "content": out.text})
                 action = extract_action(out.text, tool_use=ep.tools is not None)
-                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0))
+                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0, out.sampling))
                 if not out.finished:  # a turn that never stopped is cut: nothing reaches the env
                     _end(ep, "no_eos")
                     continue

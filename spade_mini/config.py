@@ -29,7 +29,7 @@ class Config:
     quantize: str = "4bit"
     """Base weights: '4bit' (bitsandbytes NF4) or 'none'."""
     full_finetune: bool = False
-    """Train every weight instead of a LoRA adapter (needs --quantize none)."""
+    """Train every weight instead of a LoRA adapter (needs --quantize none); with a bf16/fp16 dtype the weights stay float32 and compute runs under autocast."""
     lora_r: int = 16
     """LoRA rank."""
     lora_alpha: int = 32
@@ -38,6 +38,8 @@ class Config:
     """Dropout on the LoRA input."""
     lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     """Module names that get LoRA adapters (comma separated on the command line)."""
+    separate_adapters: bool = False
+    """Give the designer and the agent each their own LoRA adapter on the same base (both trained in every step), to test the one-policy claim."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
     device: str = "auto"
@@ -81,7 +83,9 @@ class Config:
     hint_source: str = "policy"
     """'policy' (the policy reads the source and writes a hint) or 'env' (the environment's own hint())."""
     designer_reward: str = "regret"
-    """'regret' (max(0, regret)), 'blend', 'solve_rate' or 'learning_potential'."""
+    """'regret' (max(0, regret), see --regret-estimator), 'blend', 'solve_rate' or 'learning_potential'."""
+    regret_estimator: str = "debiased"
+    """How the 'regret' reward reads K paired seeds: 'debiased' (max(0, regret) minus what a useless hint would score at that solve rate and K) or 'clipped' (the paper's max(0, regret))."""
     invalid_reward: float = -1.0
     """Designer reward of an invalid environment."""
     drop_invalid: bool = False
@@ -157,6 +161,9 @@ class Config:
         if self.full_finetune and self.quantize != "none":
             raise ConfigError("--full-finetune trains every weight, which 4-bit weights cannot hold; "
                               "add --quantize none.")
+        if self.full_finetune and self.separate_adapters:
+            raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
+                              "fine-tuning has none of; drop one of the two flags.")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -169,6 +176,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "setting": ("games", "tool_use", "mix"),
     "hint_source": ("policy", "env"),
     "designer_reward": ("regret", "blend", "solve_rate", "learning_potential"),
+    "regret_estimator": ("debiased", "clipped"),
     "return_mode": ("last", "sum"),
     "report_to": ("none", "tensorboard", "wandb"),
 }

@@ -232,7 +232,9 @@ def generate_hints(policy, sources: list[str], settings: list[str], max_new_toke
     if not sources:
         return []
     chats = [hint_prompt(src, setting) for src, setting in zip(sources, settings, strict=True)]
-    completions = policy.generate(chats, max_new_tokens, temperature=temperature)
+    from spade_mini.model import acting_as
+    with acting_as(policy, "designer"):  # reading environment code is the designer's side
+        completions = policy.generate(chats, max_new_tokens, temperature=temperature)
     return [re.sub(r"^\s*hint\s*:\s*", "", c.text.strip(), flags=re.I) for c in completions]
 
 
@@ -258,6 +260,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
                         workers: int = 2) -> list[Design]:
     """One design per entry of `skills`; invalid slots are re-generated up to `retries` times
     with a fresh document, and the last attempt of each slot is returned."""
+    from spade_mini.model import acting_as
     designs: list[Design | None] = [None] * len(skills)
     pending = list(range(len(skills)))
     for attempt in range(1, retries + 2):
@@ -267,7 +270,8 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
             block = memory.render(memory.select(skills[slot].key, rng)) if memory else ""
             chats.append(designer_prompt(skills[slot], doc, block))
             doc_ids.append(doc.id if doc else None)
-        completions = policy.generate(chats, max_new_tokens, temperature=temperature)
+        with acting_as(policy, "designer"):
+            completions = policy.generate(chats, max_new_tokens, temperature=temperature)
         sources = [extract_code(c.text) for c in completions]
         validations = _validate_all(sources, limits, workers)
         for i, slot in enumerate(pending):

@@ -116,7 +116,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     no_hint_eps = [e for e in episodes if e.job.arm == "no_hint"]
     agent_adv = group_advantages([e.ret for e in no_hint_eps], [e.job.design_id for e in no_hint_eps],
                                  normalize_std=cfg.normalize_std)
-    samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent")
+    samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling)
                for e, adv in zip(no_hint_eps, agent_adv) for turn in e.turns]
     policy_name = "drop" if cfg.drop_invalid else "penalty"
     design_rewards = apply_invalid_policy(
@@ -126,7 +126,8 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     if kept and not cfg.no_designer_training:
         design_adv = group_advantages([r for _, r in kept], [d.skill.key for d, _ in kept],
                                       normalize_std=cfg.normalize_std)
-        samples += [Sample(d.completion.prompt_ids, d.completion.completion_ids, adv, "designer")
+        samples += [Sample(d.completion.prompt_ids, d.completion.completion_ids, adv, "designer",
+                           d.completion.sampling)
                     for (d, _), adv in zip(kept, design_adv)]
 
     # 6. one update for both roles (one LoRA adapter, or every weight)

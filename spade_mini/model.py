@@ -12,6 +12,7 @@ multi-GPU, and a frozen reference model (the loss has no KL term).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -30,21 +31,44 @@ class ModelError(RuntimeError):
     """A model that cannot be loaded; the message names the fix."""
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How tokens were drawn: softmax(logits / temperature), cut to the top_k most likely tokens
+    (0: no cut), then to the smallest set holding top_p of the probability (1.0: no cut).
+    Scoring a sample with the same settings is what makes the update on-policy."""
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+
+PLAIN = Sampling()  # the untruncated softmax: supervised targets are scored with it
+
+
 @dataclass
 class Completion:
     text: str                  # decoded completion, special tokens stripped
     prompt_ids: list[int]      # chat-template prompt tokens, no padding
     completion_ids: list[int]  # generated tokens, up to and including EOS when finished
     finished: bool             # True when the model emitted EOS (not cut by max_new_tokens)
+    sampling: Sampling = PLAIN  # how completion_ids were drawn (greedy is scored as PLAIN)
 
 
 class Policy:
     """A model, its tokenizer and its sampling settings: `generate` for chats, and the
-    trainable parameters for the update."""
+    trainable parameters for the update.
 
-    def __init__(self, model, tokenizer, *, device: torch.device, temperature=0.6, top_p=0.95, top_k=20):
+    Modes are set explicitly: `generate` puts the model in eval mode (no dropout) and
+    `reinforce.update` in train mode (dropout and gradient checkpointing, which transformers
+    only applies in train mode). `autocast` is the compute dtype when the weights are kept in
+    float32 (full fine-tuning in bf16/fp16), else None. `adapters` maps each role to its own LoRA
+    adapter when roles are trained separately (`--separate-adapters`), else None.
+    """
+
+    def __init__(self, model, tokenizer, *, device: torch.device, temperature=0.6, top_p=0.95, top_k=20,
+                 autocast: torch.dtype | None = None, adapters: dict[str, str] | None = None):
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
+        self.autocast, self.adapters = autocast, adapters
         self.tokenizer.padding_side = "left"
         eos = model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos]
@@ -61,6 +85,29 @@ class Policy:
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    @contextlib.contextmanager
+    def acting_as(self, role: str):
+        """Generate or score as `role`: with separate adapters, switch to that role's adapter."""
+        if self.adapters is not None:
+            self.model.set_adapter(self.adapters[role])
+            # peft freezes the inactive adapters; both stay trainable (each gets gradients only
+            # from its own role's tokens, and one optimizer steps both)
+            for name, p in self.model.named_parameters():
+                if "lora_" in name:
+                    p.requires_grad_(True)
+        yield
+
+    def compute(self):
+        """The autocast context for forward passes (a no-op unless weights are fp32 masters)."""
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast)
+
+    def sampling(self, temperature: float | None = None) -> Sampling:
+        """The Sampling a call with this temperature uses (temperature 0 is greedy: PLAIN)."""
+        temperature = self.temperature if temperature is None else temperature
+        return Sampling(temperature, self.top_k, self.top_p) if temperature > 0 else PLAIN
+
     @torch.no_grad()
     def generate(self, chats: list[list[dict]], max_new_tokens: int, temperature: float | None = None,
                  tools: list[list[dict] | None] | None = None) -> list[Completion]:
@@ -70,23 +117,31 @@ class Policy:
         tools = tools or [None] * len(chats)
         prompts = [self.prompt_ids(c, t) for c, t in zip(chats, tools)]
         outputs = self.generate_ids(prompts, max_new_tokens, temperature)
+        sampling = self.sampling(temperature)
         return [Completion(text=self.tokenizer.decode(ids, skip_special_tokens=True), prompt_ids=p,
-                           completion_ids=ids, finished=fin) for p, (ids, fin) in zip(prompts, outputs)]
+                           completion_ids=ids, finished=fin, sampling=sampling)
+                for p, (ids, fin) in zip(prompts, outputs)]
+
+    def generation_config(self, max_new_tokens: int, temperature: float | None = None):
+        """A GenerationConfig built from nothing but our settings: a model's own defaults
+        (repetition penalty, min_p, its top_k) would change the sampler behind our back and make
+        the scored policy differ from the sampled one."""
+        from transformers import GenerationConfig
+        s = self.sampling(temperature)
+        sampling = (dict(do_sample=True, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p)
+                    if s is not PLAIN else dict(do_sample=False))
+        return GenerationConfig(max_new_tokens=max_new_tokens, pad_token_id=self.pad_id,
+                                eos_token_id=sorted(self.eos_ids), **sampling)
 
     @torch.no_grad()
     def generate_ids(self, prompts: list[list[int]], max_new_tokens: int,
                      temperature: float | None = None) -> list[tuple[list[int], bool]]:
         """Token ids in, (completion ids, finished-by-EOS) out; prompts are left padded."""
-        temperature = self.temperature if temperature is None else temperature
         input_ids, attention_mask = left_pad(prompts, self.pad_id, self.device)  # (B, T), (B, T)
-        sampling = dict(do_sample=True, temperature=temperature, top_p=self.top_p,
-                        top_k=self.top_k or None) if temperature > 0 else dict(do_sample=False)
-        was_training = self.model.training
-        self.model.eval()  # no dropout while sampling
-        out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                                  max_new_tokens=max_new_tokens, pad_token_id=self.pad_id,
-                                  eos_token_id=sorted(self.eos_ids), **sampling)  # (B, T + new)
-        self.model.train(was_training)
+        self.model.eval()  # sampling: no dropout
+        with self.compute():
+            out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                      generation_config=self.generation_config(max_new_tokens, temperature))  # (B, T + new)
         new = out[:, input_ids.shape[1]:].tolist()  # (B, new)
         results = []
         for row in new:
@@ -101,6 +156,12 @@ class Policy:
         return [p for p in self.model.parameters() if p.requires_grad]
 
 
+def acting_as(policy, role: str):
+    """`policy.acting_as(role)` when the policy has roles, else a no-op (bare modules, doubles)."""
+    switch = getattr(policy, "acting_as", None)
+    return switch(role) if switch is not None else contextlib.nullcontext()
+
+
 def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-pad token lists; the mask comes from the lengths, never from `ids != pad_id`."""
     T = max(len(s) for s in seqs)
@@ -113,17 +174,20 @@ def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, 
 
 
 def token_logprobs(model, prompts: list[list[int]], completions: list[list[int]], pad_id: int,
-                   micro_batch: int = 8) -> list[torch.Tensor]:
-    """Log-probability of each completion token given its prompt, under the current weights.
+                   micro_batch: int = 8, samplings: list[Sampling] | None = None) -> list[torch.Tensor]:
+    """Log-probability of each completion token given its prompt, under the current weights and
+    the Sampling it was drawn with (default PLAIN: the untruncated softmax at temperature 1).
 
     Returns one 1-D tensor per sample (length = its completion), differentiable. Sequences are
     left padded, so every completion ends at the last position and only the last C + 1 logits
     are computed (C = the longest completion), which bounds memory to (B, C, V).
     """
+    samplings = samplings or [PLAIN] * len(prompts)
     out: list[torch.Tensor] = []
     device = next(model.parameters()).device
     for start in range(0, len(prompts), micro_batch):
         ps, cs = prompts[start:start + micro_batch], completions[start:start + micro_batch]
+        ss = samplings[start:start + micro_batch]
         seqs = [p + c for p, c in zip(ps, cs)]
         ids, mask = left_pad(seqs, pad_id, device)  # (B, T), (B, T)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T) real tokens count from 0
@@ -132,13 +196,46 @@ def token_logprobs(model, prompts: list[list[int]], completions: list[list[int]]
             out.extend(torch.zeros(0, device=device) for _ in cs)
             continue
         logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
-                       logits_to_keep=C + 1).logits  # (B, C + 1, V)
-        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, C, V) predicts the last C tokens
+                       logits_to_keep=C + 1).logits  # (B, C + 1, V); position j predicts token j + 1
         targets = ids[:, -C:]  # (B, C)
-        picked = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, C)
-        for i, c in enumerate(cs):
-            out.append(picked[i, C - len(c):])  # (len(c),)
+        for i, (c, s) in enumerate(zip(cs, ss)):
+            L = len(c)  # row i's completion is the last L of the C positions
+            out.append(sampled_logprobs(logits[i, C - L:C], targets[i, C - L:], s))  # (L,)
     return out
+
+
+def sampled_logprobs(logits: torch.Tensor, targets: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """log pi(target) for logits (L, V) and targets (L,) under the sampler `sampling` describes:
+    softmax(logits / temperature) restricted to its top-k / top-p support and renormalised.
+
+    This is exactly the distribution `generate` draws from (transformers applies temperature,
+    then top-k, then top-p), so scoring here is on-policy: the probability ratio between sampler
+    and scorer is 1 up to float rounding. The support is treated as fixed (it changes only in
+    steps, so it has no gradient), and the drawn token is always inside it, which guards against
+    rounding differences between the cached forward of `generate` and this full forward.
+    """
+    z = logits.float() / sampling.temperature  # (L, V)
+    if sampling.top_k or sampling.top_p < 1.0:
+        keep = sampling_support(z.detach(), sampling)  # (L, V)
+        keep[torch.arange(len(targets)), targets] = True
+        z = z.masked_fill(~keep, float("-inf"))  # (L, V)
+    return z.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)  # (L,)
+
+
+def sampling_support(z: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """(L, V) bool: the tokens a top-k, then top-p sampler may draw from scaled logits z (L, V).
+    top-p keeps the most likely tokens until their mass reaches top_p (at least one token)."""
+    V = z.shape[-1]
+    k = sampling.top_k if 0 < sampling.top_k < V else V
+    top = z.topk(k, dim=-1).values  # (L, k), descending
+    kept = torch.full((z.shape[0],), k, device=z.device)  # (L,) how many of `top` survive
+    if sampling.top_p < 1.0:
+        ascending = top.flip(-1).softmax(-1).cumsum(-1)  # (L, k) mass of the tail up to here
+        dropped = (ascending <= 1.0 - sampling.top_p)  # (L, k) the tail holding <= 1 - top_p
+        dropped[:, -1] = False  # the most likely token always stays
+        kept = k - dropped.sum(-1)  # (L,)
+    threshold = top.gather(-1, (kept - 1).unsqueeze(-1))  # (L, 1) the least likely kept value
+    return z >= threshold  # (L, V)
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -206,6 +303,11 @@ def load_policy(cfg, *, verbose: bool = True) -> Policy:
     t0 = time.time()
     device = pick_device(cfg)
     dtype = pick_dtype(cfg, device)
+    # Full fine-tuning keeps float32 master weights and computes in bf16/fp16 under autocast:
+    # AdamW on bf16 weights rounds most small updates away (at lr 1e-5 about 1% of the weights
+    # moved in one step, against 90% in float32). LoRA adapters are float32 already.
+    master = cfg.full_finetune and dtype in (torch.bfloat16, torch.float16)
+    autocast, dtype = (dtype, torch.float32) if master else (None, dtype)
     if cfg.model in ("embedded", "tiny"):
         path = embedded_checkpoint(cfg.cache_dir)
     else:
@@ -245,16 +347,24 @@ def load_policy(cfg, *, verbose: bool = True) -> Policy:
             p.requires_grad_(False)
         if cfg.gradient_checkpointing:
             model.enable_input_require_grads()  # else checkpointed blocks see no grad and LoRA gets none
-        model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
-                                                 lora_dropout=cfg.lora_dropout,
-                                                 target_modules=list(cfg.lora_targets),
-                                                 task_type="CAUSAL_LM"))
+        lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                          target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
+        model = get_peft_model(model, lora, adapter_name="agent" if cfg.separate_adapters else "default")
+        if cfg.separate_adapters:  # one adapter per role on the same frozen base
+            model.add_adapter("designer", lora)
+    adapters = {"agent": "agent", "designer": "designer"} if cfg.separate_adapters else None
     policy = Policy(model, tokenizer, device=device, temperature=cfg.temperature,
-                    top_p=cfg.top_p, top_k=cfg.top_k)
+                    top_p=cfg.top_p, top_k=cfg.top_k, autocast=autocast, adapters=adapters)
+    if adapters:
+        with policy.acting_as("agent"):  # leaves both adapters trainable
+            pass
     if verbose:
         n_train = sum(p.numel() for p in policy.trainable_parameters())
         mode = "full fine-tune" if cfg.full_finetune else f"LoRA r={cfg.lora_r}"
-        print(f"policy: {cfg.model} on {device} ({str(dtype).replace('torch.', '')}, "
+        mode += " (separate designer and agent adapters)" if adapters else ""
+        compute = f"{str(dtype).replace('torch.', '')}" + (f", {str(autocast).replace('torch.', '')} autocast"
+                                                           if autocast else "")
+        print(f"policy: {cfg.model} on {device} ({compute}, "
               f"{'4-bit NF4' if quantized else 'unquantized'}, {mode}, "
               f"{n_train / 1e6:.2f}M trainable) loaded in {time.time() - t0:.1f}s", flush=True)
     return policy

@@ -125,3 +125,129 @@ def test_embedded_step_moves_lora_not_base():
     _one_step(policy)
     assert any(not torch.equal(lora[n], named[n].detach()) for n in lora)
     assert all(torch.equal(frozen[n], named[n].detach()) for n in frozen)
+
+
+# --- on-policy scoring, master weights, train/eval modes, separate adapters ----------------------
+
+def _sampler_logprobs(policy, chats, max_new_tokens, temperature):
+    """What the sampler itself gave each drawn token: log_softmax of the scores `generate`
+    reports, which are the logits after temperature, top-k and top-p."""
+    prompts = [policy.prompt_ids(c) for c in chats]
+    ids, mask = left_pad_for(policy, prompts)
+    out = policy.model.generate(input_ids=ids, attention_mask=mask, output_scores=True,
+                                return_dict_in_generate=True,
+                                generation_config=policy.generation_config(max_new_tokens, temperature))
+    new = out.sequences[:, ids.shape[1]:]  # (B, new)
+    scores = torch.stack(out.scores, dim=1).float().log_softmax(-1)  # (B, new, V)
+    drawn = scores.gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, new)
+    rows = []
+    for b in range(len(chats)):
+        row = new[b].tolist()
+        end = next((i for i, t in enumerate(row) if t in policy.eos_ids), len(row) - 1)
+        rows.append((prompts[b], row[: end + 1], drawn[b, : end + 1]))
+    return rows
+
+
+def left_pad_for(policy, prompts):
+    from spade_mini.model import left_pad
+    return left_pad(prompts, policy.pad_id, policy.device)
+
+
+def test_scoring_uses_the_sampling_it_was_drawn_with(tiny_policy):
+    """On-policy means: the update scores each token with the distribution that drew it."""
+    from spade_mini.model import PLAIN, Sampling
+    torch.manual_seed(0)
+    sampling = Sampling(temperature=0.6, top_k=20, top_p=0.95)
+    policy = tiny_policy
+    old = policy.temperature, policy.top_k, policy.top_p
+    policy.temperature, policy.top_k, policy.top_p = 0.6, 20, 0.95
+    try:
+        assert policy.sampling() == sampling
+        rows = _sampler_logprobs(policy, CHATS, 12, 0.6)
+    finally:
+        policy.temperature, policy.top_k, policy.top_p = old
+    prompts, completions, drawn = zip(*rows)
+    scored = token_logprobs(policy.model, list(prompts), list(completions), policy.pad_id,
+                            samplings=[sampling] * len(rows))
+    plain = token_logprobs(policy.model, list(prompts), list(completions), policy.pad_id,
+                           samplings=[PLAIN] * len(rows))
+    for s, d, p in zip(scored, drawn, plain):
+        torch.testing.assert_close(s, d, atol=1e-4, rtol=1e-4)
+        assert (p - d).abs().max() > 1.0  # temperature 1 over the full vocabulary is another policy
+
+
+def test_support_keeps_top_k_then_top_p():
+    from spade_mini.model import Sampling, sampling_support
+    z = torch.log(torch.tensor([[0.5, 0.2, 0.15, 0.1, 0.05]]))  # (1, V)
+    assert sampling_support(z, Sampling(1.0, 3, 1.0)).tolist() == [[True, True, True, False, False]]
+    # top-p 0.8 among all: 0.5 + 0.2 = 0.7 < 0.8, so 0.15 joins (the set reaching 0.8)
+    assert sampling_support(z, Sampling(1.0, 0, 0.8)).tolist() == [[True, True, True, False, False]]
+    # top-k 2 first: renormalised 0.714, 0.286; top-p 0.5 keeps the first only
+    assert sampling_support(z, Sampling(1.0, 2, 0.5)).tolist() == [[True, False, False, False, False]]
+
+
+def test_full_finetune_in_bf16_keeps_float32_masters():
+    """AdamW on bf16 weights rounds small steps away; float32 masters keep them."""
+    policy = load_policy(Config(model="tiny", quantize="none", full_finetune=True, dtype="bfloat16"),
+                         verbose=False)
+    assert policy.autocast == torch.bfloat16
+    weight = policy.model.model.layers[0].mlp.down_proj.weight
+    assert weight.dtype == torch.float32
+    before = weight.detach().clone()
+    opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-5)
+    with policy.compute():
+        lp = token_logprobs(policy.model, [[1, 2, 3, 4]], [[5, 6, 7]], policy.pad_id)[0]
+    (-lp.sum()).backward()
+    opt.step()
+    changed = (weight.detach() != before).float().mean().item()
+    assert changed > 0.5, changed  # bf16 weights: about 1% of them move at this lr
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["lora", "full_finetune"])
+def test_gradient_checkpointing_recomputes_in_the_update(full):
+    from spade_mini.reinforce import Sample, make_optimizer, update
+    policy = load_policy(Config(model="tiny", quantize="none", full_finetune=full,
+                                gradient_checkpointing=True), verbose=False)
+    policy.generate(CHATS[:1], max_new_tokens=2, temperature=0)  # sampling leaves eval mode on
+    layer = (policy.model.model if full else policy.model.base_model.model.model).layers[0]
+    calls, forward = [], layer.mlp.forward  # (module hooks do not fire in the recomputation)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return forward(*args, **kwargs)
+    layer.mlp.forward = counted
+    update(policy, [Sample([1, 2, 3], [4, 5], 1.0, "agent")],
+           make_optimizer(policy.model, 1e-3), micro_batch=1)
+    assert len(calls) == 2  # the forward, and its recomputation in backward
+    assert not policy.model.training  # back in eval mode for the next sampling
+
+
+def test_separate_adapters_train_each_role_on_its_own_tokens(tmp_path):
+    from spade_mini.reinforce import Sample, make_optimizer, update
+    cfg = Config(model="tiny", quantize="none", separate_adapters=True, lr=3e-3)
+    policy = load_policy(cfg, verbose=False)
+    named = dict(policy.model.named_parameters())
+    lora_b = {n: p.detach().clone() for n, p in named.items() if "lora_B" in n}
+    assert {n.split(".")[-2] for n in lora_b} == {"agent", "designer"}
+    assert all(p.requires_grad for n, p in named.items() if "lora_" in n)
+    opt = make_optimizer(policy.model, cfg.lr)
+    prompt, reply = policy.prompt_ids(CHATS[0]), [4, 5, 6, 7]
+
+    def reply_logprob(role):
+        with policy.acting_as(role), torch.no_grad():
+            return token_logprobs(policy.model, [prompt], [reply], policy.pad_id)[0].sum().item()
+    start = reply_logprob("agent")
+    assert reply_logprob("designer") == pytest.approx(start)  # both start as the base model
+    update(policy, [Sample(prompt, reply, 1.0, "designer")], opt)
+    moved = {n.split(".")[-2] for n in lora_b if not torch.equal(lora_b[n], named[n].detach())}
+    assert moved == {"designer"}
+    for _ in range(4):
+        update(policy, [Sample(prompt, reply, 1.0, "designer")], opt)
+    designer = reply_logprob("designer")
+    assert designer > start + 1.0 and reply_logprob("agent") == pytest.approx(start)
+    save_trainable(policy, tmp_path)
+    again = load_policy(cfg, verbose=False)
+    load_trainable(again, tmp_path)
+    with again.acting_as("designer"), torch.no_grad():
+        lp = token_logprobs(again.model, [prompt], [reply], again.pad_id)[0].sum().item()
+    assert lp == pytest.approx(designer, abs=1e-4)

@@ -18,6 +18,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from spade_mini.model import PLAIN
 from spade_mini.regret import group_advantages
 from spade_mini.reinforce import (Sample, UpdateStats, make_optimizer, reinforce_loss,
                                   role_token_counts, update)
@@ -38,8 +39,10 @@ def tiny_model(vocab_size=64, seed=0):
     return LlamaForCausalLM(config).eval()  # eval: no dropout, so runs are comparable
 
 
-def reference_logprobs(model, prompts, completions, pad_id):
-    """Completion-token log-probs, one unpadded forward per sample: the plain definition."""
+def reference_logprobs(model, prompts, completions, pad_id, samplings=None):
+    """Completion-token log-probs, one unpadded forward per sample: the plain definition
+    (the untruncated softmax at temperature 1, which is what these tests' samples use)."""
+    assert all(s == PLAIN for s in samplings or []), "the reference scores PLAIN samples only"
     out = []
     for prompt, completion in zip(prompts, completions):
         ids = torch.tensor([prompt + completion])  # (1, P+T)
@@ -223,7 +226,7 @@ def test_update_accepts_a_policy_and_reads_its_pad_id():
     model = tiny_model()
     seen = []
 
-    def spy(m, prompts, completions, pad_id):
+    def spy(m, prompts, completions, pad_id, samplings):
         seen.append((m, pad_id))
         return reference_logprobs(m, prompts, completions, pad_id)
 
