@@ -49,13 +49,13 @@ run = RunDir(cfg.run_dir, cfg.name)
 checkpoint = run.latest_checkpoint() if cfg.resume else None
 if cfg.resume and checkpoint is None:
     fail(f"no checkpoint in {run.path}; start it without --resume.")
+torch.manual_seed(cfg.seed)  # every random draw from here on (sampling included) follows --seed
 try:
     skills = skills_for(cfg.setting, cfg.skills or None)
     corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
     policy = load_policy(cfg)
 except (SkillError, CorpusError, ModelError) as e:
     fail(str(e))
-torch.manual_seed(cfg.seed)
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
 memory = None if cfg.no_memory else Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
 pool = [e for e in EXAMPLES if cfg.setting in ("mix", e.setting)]
@@ -111,7 +111,7 @@ def progress(phase: str, **stats):
 try:
     for it in bar:
         row, designs, _, episodes, scores = one_iteration(state, cfg, progress)
-        run.record_iteration(it, row, designs, episodes, scores, cfg)
+        run.record_iteration(it, row, designs, episodes, scores)
         reporter.log(row)
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),

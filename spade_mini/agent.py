@@ -59,6 +59,8 @@ class Episode:
     ret: float = 0.0
     tools: list[dict] | None = None
     notes: list[str] = field(default_factory=list)  # what went wrong without ending the episode
+    hinted: bool = False           # a hint was shown (hint arm, and a hint existed)
+    crashed: str | None = None     # "reset" or "step" when the environment failed, else None
 
     @property
     def rewards(self) -> list[float]:
@@ -129,12 +131,13 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                     except SandboxError as e:  # a broken hint() must not score the episode -1
                         ep.notes.append(f"hint failed: {type(e).__name__}: {e}")
                         obs, info = envs[i].reset(seed=ep.job.seed)  # the error recycled the child
-                # without a hint, the hint arm plays unhinted
+                # without a hint, the hint arm plays unhinted (and measures no regret)
+                ep.hinted = bool(hint)
                 ep.tools = info.get("tools") or None
                 ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint)})
                 live.append(i)
             except SandboxError as e:
-                _end(ep, f"reset failed: {type(e).__name__}: {e}", crash=True, crash_reward=crash_reward)
+                _end(ep, f"reset failed: {type(e).__name__}: {e}", crash="reset", crash_reward=crash_reward)
         for turn in range(max_turns):
             if not live:
                 break
@@ -159,7 +162,7 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                 try:
                     obs, reward, terminated, truncated, _ = envs[i].step(action)
                 except SandboxError as e:
-                    _end(ep, f"step failed: {type(e).__name__}: {e}", crash=True, crash_reward=crash_reward)
+                    _end(ep, f"step failed: {type(e).__name__}: {e}", crash="step", crash_reward=crash_reward)
                     continue
                 ep.turns[-1].reward = reward
                 if terminated or truncated:
@@ -179,14 +182,14 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
             if env is not None:
                 env.close()
     for ep in episodes:
-        if not ep.end_reason.startswith(("reset failed", "step failed")):
+        if ep.crashed is None:
             ep.ret = episode_return(ep.rewards, ep.terminated, mode=return_mode)
     return episodes
 
 
-def _end(ep: Episode, reason: str, *, terminated: bool = False, crash: bool = False,
+def _end(ep: Episode, reason: str, *, terminated: bool = False, crash: str | None = None,
          crash_reward: float = -1.0) -> None:
     ep.end_reason, ep.terminated = reason, terminated
     if crash:
-        ep.ret = crash_reward
+        ep.crashed, ep.ret = crash, crash_reward
         ep.messages.append({"role": "user", "content": f"[environment error] {reason}"})

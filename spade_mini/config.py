@@ -85,7 +85,7 @@ class Config:
     designer_reward: str = "regret"
     """'regret' (max(0, regret), see --regret-estimator), 'blend', 'solve_rate' or 'learning_potential'."""
     regret_estimator: str = "debiased"
-    """How the 'regret' reward reads K paired seeds: 'debiased' (max(0, regret) minus what a useless hint would score at that solve rate and K) or 'clipped' (the paper's max(0, regret))."""
+    """How the 'regret' reward reads K paired seeds: 'debiased' (max(0, regret) minus what the same paired differences score with random signs, i.e. under a useless hint) or 'clipped' (the paper's max(0, regret))."""
     invalid_reward: float = -1.0
     """Designer reward of an invalid environment."""
     drop_invalid: bool = False
@@ -97,7 +97,7 @@ class Config:
     return_mode: str = "last"
     """Episode return: 'last' (last reward if terminated, else 0) or 'sum' (of rewards); both clipped to [-1, 1]."""
     crash_reward: float = -1.0
-    """Return of an episode whose environment crashed in step()."""
+    """Return recorded for an episode whose environment crashed (logged only: the crash counts against the design, and such episodes train neither role)."""
     corpus: str = "default"
     """Grounding documents: 'default' (bundled), a .jsonl file, a folder of .txt files, or 'hf:<dataset>'."""
     corpus_max_words: int = 300

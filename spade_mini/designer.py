@@ -252,6 +252,7 @@ class Design:
     reasons: list[str]  # why it is invalid (empty when valid)
     prompt_tokens: int
     attempt: int  # 1 for the first try of this slot
+    reward: float | None = None  # the designer reward it earned, set by the loop (None: dropped)
 
 
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,

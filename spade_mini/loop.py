@@ -13,13 +13,15 @@ fixed-environment baseline). Everything the loop needs between iterations lives 
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
 
 from spade_mini.agent import Job, play_episodes
 from spade_mini.designer import design_environments, design_record, generate_hints, skill_schedule
-from spade_mini.regret import LearningPotential, apply_invalid_policy, group_advantages, score_design
+from spade_mini.regret import (DesignScore, LearningPotential, apply_invalid_policy, group_advantages,
+                               score_design)
 from spade_mini.reinforce import Sample, update
 from spade_mini.sandbox import SandboxLimits
 
@@ -47,6 +49,7 @@ class Playable:
     setting: str
     source: str
     design: object | None = None   # the Design, when the designer wrote it
+    has_hint: bool = True          # defines hint() (every bundled environment does)
 
 
 def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, list, dict]:
@@ -72,7 +75,8 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
                                       max_new_tokens=cfg.design_max_new_tokens,
                                       temperature=cfg.temperature, iteration=it, limits=limits,
                                       retries=cfg.design_retries)
-        playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d) for d in designs if d.valid]
+        playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, d.validation.has_hint)
+                     for d in designs if d.valid]
     times["design"] = time.time() - t
     valid_fraction = len(playables) / len(designs) if designs else 1.0
     say("hint", valid=valid_fraction)
@@ -86,42 +90,36 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         hints = [None] * len(playables)
     times["hint"] = time.time() - t
 
-    # 3. play K paired seeds per environment in both arms, all episodes in one lockstep batch
+    # 3. play K paired seeds per environment in both arms, all episodes in one lockstep batch;
+    #    an environment without a hint plays only the no-hint arm (its hint arm would be noise)
     t = time.time()
     say("play", valid=valid_fraction)
     jobs = []
     for p, hint in zip(playables, hints):
+        hinted = bool(hint) or (hint is None and p.has_hint)
         for seed in [state.rng.randrange(2**31) for _ in range(cfg.plays_per_design)]:
             jobs.append(Job(p.source, seed, "no_hint", None, p.id))
-            jobs.append(Job(p.source, seed, "hint", hint, p.id))
+            if hinted:
+                jobs.append(Job(p.source, seed, "hint", hint, p.id))
     episodes = play_episodes(policy, jobs, max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
                              max_context_tokens=cfg.max_context_tokens, limits=limits,
                              return_mode=cfg.return_mode, crash_reward=cfg.crash_reward)
     times["play"] = time.time() - t
 
     # 4. score: regret per environment over paired seeds, then the designer reward
-    returns = {(p.id, arm): [e.ret for e in episodes if e.job.design_id == p.id and e.job.arm == arm]
-               for p in playables for arm in ("no_hint", "hint")}
-    scores = {}
-    for p in playables:
-        no_hint, hint = returns[(p.id, "no_hint")], returns[(p.id, "hint")]
-        # each design is scored against the averages from BEFORE this iteration; then each skill's
-        # averages move once, by all of its plays (else a per-skill baseline would cancel it)
-        lp = state.lp.preview(p.skill, no_hint) if cfg.designer_reward == "learning_potential" else None
-        scores[p.id] = score_design(cfg.designer_reward, no_hint, hint, lp)
-    for skill in {p.skill for p in playables}:
-        state.lp.update(skill, [r for p in playables if p.skill == skill for r in returns[(p.id, "no_hint")]])
+    scores, trained = score_playables(playables, episodes, cfg, state.lp)
 
-    # 5. samples and advantages: agent turns of no-hint episodes, designer completions
-    no_hint_eps = [e for e in episodes if e.job.arm == "no_hint"]
-    agent_adv = group_advantages([e.ret for e in no_hint_eps], [e.job.design_id for e in no_hint_eps],
+    # 5. samples and advantages: agent turns of usable no-hint episodes, designer completions
+    agent_adv = group_advantages([e.ret for e in trained], [e.job.design_id for e in trained],
                                  normalize_std=cfg.normalize_std)
     samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling)
-               for e, adv in zip(no_hint_eps, agent_adv) for turn in e.turns]
+               for e, adv in zip(trained, agent_adv) for turn in e.turns]
     policy_name = "drop" if cfg.drop_invalid else "penalty"
     design_rewards = apply_invalid_policy(
-        [(d.valid, scores[d.id].reward if d.valid else 0.0) for d in designs], policy_name,
-        cfg.invalid_reward)
+        [(d.valid and scores[d.id].failure is None, scores[d.id].reward if d.valid else 0.0)
+         for d in designs], policy_name, cfg.invalid_reward)
+    for d, r in zip(designs, design_rewards):
+        d.reward = r
     kept = [(d, r) for d, r in zip(designs, design_rewards) if r is not None]
     if kept and not cfg.no_designer_training:
         design_adv = group_advantages([r for _, r in kept], [d.skill.key for d, _ in kept],
@@ -152,9 +150,11 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     row = {
         "iteration": it, "designs": len(designs), "environments": len(playables),
         "valid_fraction": valid_fraction, "episodes": len(episodes),
-        "no_hint_return": mean([e.ret for e in no_hint_eps]),
-        "hint_return": mean([e.ret for e in episodes if e.job.arm == "hint"]),
-        "regret": mean([s.regret for s in scores.values()]),
+        "no_hint_return": mean([e.ret for e in trained]),
+        "hint_return": mean([e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None]),
+        "regret": mean([s.regret for s in scores.values() if s.regret is not None]),
+        "crashed_episodes": sum(e.crashed is not None for e in episodes),
+        "unhinted_environments": sum(s.regret is None for s in scores.values()),
         "designer_reward": mean([r for r in design_rewards if r is not None]),
         "agent_loss": stats.agent_loss, "designer_loss": stats.designer_loss,
         "grad_norm": stats.grad_norm, "trained_tokens": stats.tokens, "update_skipped": stats.skipped,
@@ -163,6 +163,42 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "peak_memory_mb": peak_memory_mb(),
     }
     return row, designs, playables, episodes, scores
+
+
+def score_playables(playables: list[Playable], episodes: list, cfg, lp: LearningPotential
+                    ) -> tuple[dict, list]:
+    """Per environment its DesignScore, and the no-hint episodes the agent trains on.
+
+    Seeds are matched across the arms. A seed whose reset failed in either arm is left out of
+    both (and of the agent's baseline): nothing was played. An episode whose environment crashed
+    in step() trains nobody, and the crash makes its design count as invalid: a crash must never
+    open a gap between the arms. Learning potential scores each design against the skill's
+    averages from BEFORE this iteration; then each skill's averages move once.
+    """
+    scores, trained = {}, []
+    for p in playables:
+        eps = [e for e in episodes if e.job.design_id == p.id]
+        hinted = {e.job.seed: e for e in eps if e.job.arm == "hint"}
+        failed_seeds = {e.job.seed for e in eps if e.crashed == "reset"}
+        alone = [e for e in eps if e.job.arm == "no_hint" and e.job.seed not in failed_seeds]
+        usable = [e for e in alone if e.crashed is None]
+        crash = next((e.end_reason for e in eps if e.crashed == "step"), None)
+        pairs = [(e.ret, hinted[e.job.seed].ret) for e in usable
+                 if e.job.seed in hinted and hinted[e.job.seed].hinted
+                 and hinted[e.job.seed].crashed is None]
+        no_hint = [e.ret for e in usable]
+        lp_value = lp.score(p.skill, no_hint) if no_hint and cfg.designer_reward == "learning_potential" else None
+        score = (score_design(cfg.designer_reward, no_hint, pairs, lp=lp_value, estimator=cfg.regret_estimator)
+                 if no_hint else DesignScore(0.0, None, None, 0.0))
+        failure = (f"crashed in play: {crash}" if crash else
+                   None if no_hint else "no episode could be played (every reset failed)")
+        scores[p.id] = dataclasses.replace(score, failure=failure)
+        trained += usable
+    for skill in {p.skill for p in playables}:
+        returns = [e.ret for e in trained if e.job.design_id in {q.id for q in playables if q.skill == skill}]
+        if returns:
+            lp.update(skill, returns)
+    return scores, trained
 
 
 def peak_memory_mb() -> float:

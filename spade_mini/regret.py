@@ -6,9 +6,11 @@ plain Python numbers (no torch, no numpy), so it can be read, tested and reused 
 - `episode_return`: one episode's rewards -> one number in [-1, 1] (the agent's return).
 - `solve_rate`: the fraction of episodes with return > 0 (the reference's "win rate").
 - `hint_regret`: mean return with the hint minus mean return without it, over PAIRED seeds.
+- `regret_noise_floor`: what max(0, regret) pays on average for a USELESS hint, by K and solve rate.
 - `plateau`, `designer_reward`: turn regret and the no-hint solve rate into the designer's reward
   (plain regret, the paper's blend, and the two ablations: solve rate only, learning potential).
-- `LearningPotential`: per-skill fast and slow moving averages of returns.
+- `score_design`: one environment's paired returns -> solve rates, regret, designer reward.
+- `LearningPotential`: per-skill fast and slow moving averages of returns (the reference's).
 - `apply_invalid_policy`: designs that failed validation get a penalty, or are dropped.
 - `group_advantages`: reward minus the mean reward of its group (the REINFORCE baseline).
 
@@ -16,15 +18,22 @@ Deliberately omitted: the reference's reward scale factor (min(n_actor/n_env * r
 constant multiplier on advantages that only rescales the learning rate; its delayed reward window
 (designer rewards averaged over several steps); its "micro learning potential" (unused in the
 paper recipe); the -0.5 step-timeout penalty (overwritten by the blend in the reference).
+
+Two rules the reference does not state, which keep regret honest (the caller, loop.py, applies
+them before calling `score_design`): a crash in step() counts against the design like an invalid
+design (never as a gap between the arms), and a seed whose reset failed in either arm is left
+out of both arms. A design with no hint has no regret at all (`regret=None`), not a noisy zero.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 DESIGNER_REWARD_KINDS = ("regret", "blend", "solve_rate", "learning_potential")
+REGRET_ESTIMATORS = ("debiased", "clipped")
 INVALID_POLICIES = ("penalty", "drop")
 # The paper's blend: regret saturates at 0.15 (a 15-point gain from the hint is "enough").
 REGRET_SATURATION = 0.15
@@ -99,19 +108,87 @@ def plateau(rate: float, low: float = 0.15, inner_low: float = 0.4,
     return 0.0
 
 
-def designer_reward(kind: str, *, regret: float, no_hint_solve_rate: float,
-                    lp: float | None = None) -> float:
+def regret_noise_floor(k: int, p: float) -> float:
+    """E[max(0, regret)] over K paired seeds when the hint is USELESS and both arms solve with
+    probability p, independently per seed (the null hypothesis).
+
+    Each seed's difference d = hint - no_hint is +1 or -1 with probability q = p(1 - p) each, else
+    0; regret is the mean of K such d. Exact sum over the counts (a of +1, b of -1):
+        sum  K! / (a! b! (K-a-b)!) * q^a * q^b * (1 - 2q)^(K-a-b) * max(0, (a - b) / K).
+    At p = 0.5 it is 0.1875 (K=2), 0.1367 (K=4), 0.0982 (K=8): as large as the true regret of a
+    genuinely useful hint, which is why max(0, regret) alone makes a designer chase noise. (This
+    documents the bias; the debiased reward uses `sign_flip_floor`, which needs no model of p.)
+    """
+    if k < 1:
+        raise ValueError("regret_noise_floor needs k >= 1")
+    q = p * (1.0 - p)
+    total = 0.0
+    for a in range(k + 1):
+        for b in range(k + 1 - a):
+            if a > b:
+                ways = math.comb(k, a) * math.comb(k - a, b)
+                total += ways * q ** (a + b) * (1.0 - 2.0 * q) ** (k - a - b) * (a - b) / k
+    return total
+
+
+def sign_flip_floor(diffs: Sequence[float]) -> float:
+    """E[max(0, mean(s_i * d_i))] over independent random signs s_i = +-1: what max(0, regret)
+    would pay for these paired differences d_i if the hint were useless.
+
+    Under that null hypothesis the two arms of one seed are exchangeable, so each difference is
+    as likely to have come out with the other sign. Exact, by the distribution of partial sums.
+    """
+    sums = {0.0: 1.0}
+    for d in diffs:
+        nxt: dict[float, float] = defaultdict(float)
+        for total, prob in sums.items():
+            for step in (d, -d):
+                nxt[round(total + step, 9)] += prob / 2
+        sums = nxt
+    return sum(prob * max(0.0, total) for total, prob in sums.items()) / len(diffs)
+
+
+def regret_reward(pairs: Sequence[tuple[float, float]], estimator: str = "debiased") -> float:
+    """The designer's regret reward from (no-hint, hint) returns on K paired seeds.
+
+    clipped:  max(0, regret), the paper's. Its expectation is biased UP by the clip for every
+              noisy environment: a useless hint at solve rate 0.5 earns 0.14 at K = 4 (see
+              regret_noise_floor), while a deterministic environment earns 0, so the designer is
+              pushed toward coin flips rather than toward environments the hint helps.
+    debiased: max(0, regret) - sign_flip_floor(differences). It is exactly 0 in expectation when
+              the hint is useless, whatever the solve rate and however difficulty varies between
+              seeds (tests/test_regret.py simulates it), so only a real hint effect ranks a design
+              up; a useful hint keeps most of its reward (true regret 0.3 at K = 4: about 0.2).
+              The clip stays, so a misleading hint costs at most the floor. We make it the default
+              because the designer's gradient is the difference between designs of one skill, and
+              a bias that grows with an environment's noise is exactly a difference between designs.
+    """
+    diffs = [h - a for a, h in pairs]
+    regret = _mean(diffs)
+    if estimator == "clipped":
+        return max(0.0, regret)
+    if estimator == "debiased":
+        return max(0.0, regret) - sign_flip_floor(diffs)
+    raise ValueError(f"unknown regret estimator {estimator!r}; use one of {REGRET_ESTIMATORS}")
+
+
+def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: float,
+                    lp: float | None = None, regret_term: float | None = None) -> float:
     """The designer's raw reward for one valid environment.
 
-    regret:             max(0, regret), the public reference's "regret_based" reward.
+    regret:             `regret_term` when given (see regret_reward), else max(0, regret) (the
+                        public reference's "regret_based" reward).
     blend:              0.6 * plateau(solve rate) + 0.4 * clip(regret / 0.15, 0, 1), the paper.
     solve_rate:         plateau(solve rate), the ablation without the hint signal.
     learning_potential: the given `lp` (see LearningPotential), the other ablation.
+    regret None (no hint, so nothing measured) contributes 0 to `regret` and `blend`.
     """
     if kind == "regret":
-        return max(0.0, regret)
+        if regret is None:
+            return 0.0
+        return max(0.0, regret) if regret_term is None else regret_term
     if kind == "blend":
-        reg = _clip(regret / REGRET_SATURATION, 0.0, 1.0)
+        reg = 0.0 if regret is None else _clip(regret / REGRET_SATURATION, 0.0, 1.0)
         return BLEND_PLATEAU_WEIGHT * plateau(no_hint_solve_rate) + BLEND_REGRET_WEIGHT * reg
     if kind == "solve_rate":
         return plateau(no_hint_solve_rate)
@@ -122,34 +199,50 @@ def designer_reward(kind: str, *, regret: float, no_hint_solve_rate: float,
     raise ValueError(f"unknown designer reward {kind!r}; use one of {DESIGNER_REWARD_KINDS}")
 
 
+NO_HINT = "no hint: regret not measured"
+
+
 @dataclass(frozen=True)
 class DesignScore:
-    """How one valid environment scored: both arms' solve rates, regret, designer reward."""
+    """How one valid environment scored: both arms' solve rates, regret, designer reward.
+    regret and hint_solve_rate are None when no hinted pair was played; `note` says why, and
+    `failure` (a crash in play) makes the design count as invalid."""
     no_hint_solve_rate: float
-    hint_solve_rate: float
-    regret: float
+    hint_solve_rate: float | None
+    regret: float | None
     reward: float
+    note: str | None = None
+    failure: str | None = None
 
 
-def score_design(kind: str, no_hint: Sequence[float], hint: Sequence[float],
-                 lp: float | None = None) -> DesignScore:
-    """Score one environment from its paired per-seed returns (no-hint arm, hint arm)."""
-    regret = hint_regret(no_hint, hint)
+def score_design(kind: str, no_hint: Sequence[float], pairs: Sequence[tuple[float, float]], *,
+                 lp: float | None = None, estimator: str = "debiased") -> DesignScore:
+    """Score one environment: `no_hint` holds every usable no-hint return (solve rate, learning
+    potential), `pairs` the (no-hint, hint) returns of the seeds played with a hint in both arms
+    (regret). No pairs means no hint was shown: no regret, and a stated note."""
     rate = solve_rate(no_hint)
-    reward = designer_reward(kind, regret=regret, no_hint_solve_rate=rate, lp=lp)
-    return DesignScore(rate, solve_rate(hint), regret, reward)
+    if not pairs:
+        reward = designer_reward(kind, regret=None, no_hint_solve_rate=rate, lp=lp)
+        return DesignScore(rate, None, None, reward, NO_HINT)
+    alone, helped = [a for a, _ in pairs], [h for _, h in pairs]
+    regret = hint_regret(alone, helped)
+    term = regret_reward(pairs, estimator)
+    reward = designer_reward(kind, regret=regret, no_hint_solve_rate=rate, lp=lp, regret_term=term)
+    return DesignScore(rate, solve_rate(helped), regret, reward)
 
 
 @dataclass
 class LearningPotential:
-    """Per-skill fast and slow exponential moving averages of the mean no-hint return.
+    """Per-skill fast and slow exponential moving averages of the mean no-hint return, as in
+    the public reference (its learning-potential ablation).
 
-    Each update with a batch of returns r (their mean) moves both averages toward r:
+    Score: a design's reward is |mean of its no-hint returns - mu_slow(skill)|, where mu_slow
+    comes from BEFORE this iteration (0 for a skill never seen). Designs that moved the agent's
+    return away from where the skill used to be score high; the per-skill baseline then centres
+    them. Update, once per iteration and skill, with the mean r of all that skill's returns:
         mu <- (1 - g) * mu + g * r,    g = gamma_fast (0.98) or gamma_slow (0.85),
-    so the "fast" average is almost the latest value and the "slow" one lags behind. The first
-    update of a skill sets both to r. The value is |mu_fast - mu_slow|: large while the agent's
-    return on that skill is moving (it is learning there), near 0 once it has settled. The
-    reference multiplies this by 1 / (2 * (gamma_fast - gamma_slow)) for logging; we do not.
+    the first update setting both to r. `gap` is the reference's logged "rho",
+    |mu_fast - mu_slow| / (2 * (gamma_fast - gamma_slow)); it is not a reward.
     """
     gamma_fast: float = 0.98
     gamma_slow: float = 0.85
@@ -160,8 +253,14 @@ class LearningPotential:
         if not 0.0 < self.gamma_slow < self.gamma_fast <= 1.0:
             raise ValueError("need 0 < gamma_slow < gamma_fast <= 1")
 
-    def update(self, skill: Hashable, returns: Sequence[float]) -> float:
-        """Fold this batch's returns for `skill` into both averages; return the new potential."""
+    def score(self, skill: Hashable, returns: Sequence[float]) -> float:
+        """|mean(returns) - mu_slow(skill)|, against the average from before this iteration."""
+        if not returns:
+            raise ValueError("LearningPotential.score needs at least one return")
+        return abs(_mean(returns) - self.slow.get(skill, 0.0))
+
+    def update(self, skill: Hashable, returns: Sequence[float]) -> None:
+        """Fold this iteration's returns for `skill` into both averages."""
         if not returns:
             raise ValueError("LearningPotential.update needs at least one return")
         r = _mean(returns)
@@ -170,21 +269,12 @@ class LearningPotential:
         else:
             self.fast[skill] = (1 - self.gamma_fast) * self.fast[skill] + self.gamma_fast * r
             self.slow[skill] = (1 - self.gamma_slow) * self.slow[skill] + self.gamma_slow * r
-        return self.value(skill)
 
-    def preview(self, skill: Hashable, returns: Sequence[float]) -> float:
-        """The potential `update` would return for these returns, without changing anything,
-        so that designs of one skill can be told apart before the skill's averages move."""
-        fast, slow = dict(self.fast), dict(self.slow)
-        value = self.update(skill, returns)
-        self.fast, self.slow = fast, slow
-        return value
-
-    def value(self, skill: Hashable) -> float:
-        """|fast - slow| for this skill; 0 for a skill never seen."""
+    def gap(self, skill: Hashable) -> float:
+        """The reference's logged rho for this skill; 0 for a skill never seen."""
         if skill not in self.fast:
             return 0.0
-        return abs(self.fast[skill] - self.slow[skill])
+        return abs(self.fast[skill] - self.slow[skill]) / (2 * (self.gamma_fast - self.gamma_slow))
 
 
 def apply_invalid_policy(designs: Sequence[tuple[bool, float]], policy: str = "penalty",

@@ -51,7 +51,7 @@ class RunDir:
                         if line.strip() and json.loads(line).get("iteration", -1) <= iteration]
                 path.write_text("".join(line + "\n" for line in keep))
 
-    def record_iteration(self, iteration: int, row: dict, designs, episodes, scores, cfg) -> None:
+    def record_iteration(self, iteration: int, row: dict, designs, episodes, scores) -> None:
         """Everything one iteration writes: its metrics row, its samples, and every design."""
         from spade_mini.reports import sample_rows
         self.append("metrics.jsonl", [row])
@@ -62,7 +62,7 @@ class RunDir:
                 "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
                 "no_hint_solve_rate": s and s.no_hint_solve_rate,
                 "hint_solve_rate": s and s.hint_solve_rate, "regret": s and s.regret,
-                "designer_reward": s.reward if s else (None if cfg.drop_invalid else cfg.invalid_reward)})
+                "note": (s and (s.failure or s.note)) or "-", "designer_reward": d.reward})
 
     def write_env(self, env_id: str, source: str, stats: dict) -> None:
         header = "".join(f"# {k}: {v}\n" for k, v in stats.items())
