@@ -7,6 +7,12 @@ environment is winnable. The files are read as text and run in the sandbox like 
 they are never imported into the training process. Tool-use files import `tooluse`, which exists
 only inside the sandbox.
 
+By convention `solution()` is the last method of the class and nothing follows it, so
+`HandEnv.design_source` (the source cut just before `def solution`) is itself a complete, valid
+environment: it is what a designer is shown and trained on. The examples are kept short (at most
+320 tokens of the embedded model's tokenizer without their solution) so that a small model can
+read and write one in a single reply.
+
 EXAMPLES seed the environment memory and form the fixed-pool baseline. HELDOUT is for evaluation
 only and must never be shown to the designer. Omitted on purpose: difficulty levels (each
 environment has one modest difficulty, sized for a small model).
@@ -24,6 +30,11 @@ class HandEnv:
     skill: str  # a skill key, e.g. "logical_deduction" or "error_recovery"
     summary: str  # one line
     source: str  # the full environment source code
+
+    @property
+    def design_source(self) -> str:
+        """The source without its `solution()` method, the last one by convention."""
+        return self.source.split("\n    def solution(self)")[0].rstrip() + "\n"
 
 
 def load(name: str, setting: str, skill: str, summary: str) -> HandEnv:
