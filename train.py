@@ -35,6 +35,7 @@ from spade_mini.model import ModelError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.reports import Reporter  # noqa: E402
 from spade_mini.rundir import RunDir  # noqa: E402
+from spade_mini.sandbox import available_layers  # noqa: E402
 
 
 def fail(message: str):
@@ -76,6 +77,7 @@ if checkpoint is not None:
 else:
     run.write_config(cfg)
 reporter = Reporter(cfg.report_to, run.path)
+print(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
 
 
 def save(iteration: int):

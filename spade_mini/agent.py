@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from spade_mini.model import PLAIN, Sampling, acting_as
 from spade_mini.regret import episode_return
-from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits, start_envs
 
 GAME_TEMPLATE = ("You are playing a language game. Make valid actions to win.\nObservation: {obs}\n"
                  "Please reason step by step, and put your final answer within \\boxed{{}}.")
@@ -120,9 +120,12 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
     envs: list[SandboxedEnv | None] = [None] * len(jobs)
     live: list[int] = []
     try:
+        started = start_envs([ep.job.source for ep in episodes], limits=limits)  # load in parallel
+        envs = [env if isinstance(env, SandboxedEnv) else None for env in started]
         for i, ep in enumerate(episodes):
             try:
-                envs[i] = SandboxedEnv(ep.job.source, limits=limits)
+                if envs[i] is None:
+                    raise started[i]  # it did not start: recorded like a failed reset
                 obs, info = envs[i].reset(seed=ep.job.seed)
                 hint = ep.job.hint if ep.job.arm == "hint" else None  # the trained arm never sees it
                 if ep.job.arm == "hint" and hint is None and envs[i].has_hint:

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from spade_mini.sandbox import MAX_SOURCE_CHARS, SourceError, parse_source
+
 MAX_RECORDS = 200
 BAND = (0.15, 0.85)  # no-hint solve rates worth learning from
 REFERENCES = 2  # reference environments per prompt
@@ -50,11 +52,12 @@ class Selection:
 
 
 def env_title(source: str) -> str:
-    """First line of the `*Env` class docstring, else the class name."""
+    """First line of the `*Env` class docstring, else the class name (bounded parse: the source
+    is generated, and may be huge or nested deep on purpose)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        match = re.search(r"^class\s+(\w*Env)\b", source, re.MULTILINE)
+        tree = parse_source(source)
+    except SourceError:
+        match = re.search(r"^class\s+(\w*Env)\b", source[:MAX_SOURCE_CHARS], re.MULTILINE)
         return match.group(1) if match else "untitled environment"
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name.endswith("Env"):

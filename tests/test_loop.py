@@ -73,6 +73,8 @@ def _train(tmp_path, name, *extra):
            "--preset", "cpu-smoke", *extra]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
+    sandbox_lines = [ln for ln in out.stdout.splitlines() if ln.startswith("sandbox: ")]
+    assert len(sandbox_lines) == 1 and "rlimits" in sandbox_lines[0]  # the active layers, once
     return tmp_path / name
 
 
