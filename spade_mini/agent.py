@@ -23,8 +23,14 @@ from spade_mini.model import PLAIN, Sampling, acting_as
 from spade_mini.regret import episode_return
 from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits, start_envs
 
-GAME_TEMPLATE = ("You are playing a language game. Make valid actions to win.\nObservation: {obs}\n"
-                 "Please reason step by step, and put your final answer within \\boxed{{}}.")
+# The paper's game prompt ("reasoning"), and a short one for small models ("answer"): asked to
+# reason first, the 135M embedded model rarely ends a turn within a CPU-sized token budget.
+GAME_TEMPLATES = {
+    "reasoning": ("You are playing a language game. Make valid actions to win.\nObservation: {obs}\n"
+                  "Please reason step by step, and put your final answer within \\boxed{{}}."),
+    "answer": ("You are playing a language game. Make valid actions to win.\nObservation: {obs}\n"
+               "Reply with your action only, inside \\boxed{{}}."),
+}
 TOOL_TEMPLATE = ("You can use these tools:\n{tools}\n\nCall one tool per turn as "
                  '<tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call>, and finish with '
                  "<answer>...</answer>.\n\nTask: {obs}")
@@ -47,6 +53,7 @@ class Turn:
     action: str                    # what was passed to step()
     reward: float
     sampling: Sampling = PLAIN     # how completion_ids were drawn (the update scores them so)
+    finished: bool = True          # the turn ended with EOS (else it was cut at the budget)
 
 
 @dataclass
@@ -103,18 +110,21 @@ def last_boxed(text: str) -> str | None:
     return None  # unclosed box: no answer
 
 
-def first_message(obs: str, tools: list[dict] | None, hint: str | None) -> str:
+def first_message(obs: str, tools: list[dict] | None, hint: str | None,
+                  template: str = "reasoning") -> str:
+    """The episode's first user message: the template around the first observation (and hint)."""
     if hint:
         obs = f"{obs}\n\nHINT: {hint}"
     if tools:
         return TOOL_TEMPLATE.format(tools=json.dumps(tools, indent=None), obs=obs)
-    return GAME_TEMPLATE.format(obs=obs)
+    return GAME_TEMPLATES[template].format(obs=obs)
 
 
 def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_tokens: int = 256,
                   max_context_tokens: int = 4096, limits: SandboxLimits | None = None,
                   return_mode: str = "last", crash_reward: float = -1.0,
-                  temperature: float | None = None, on_turn=None) -> list[Episode]:
+                  temperature: float | None = None, on_turn=None,
+                  template: str = "reasoning") -> list[Episode]:
     """Play every job to its end, advancing all live episodes one turn per batched call."""
     episodes = [Episode(job=j) for j in jobs]
     envs: list[SandboxedEnv | None] = [None] * len(jobs)
@@ -137,7 +147,7 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                 # without a hint, the hint arm plays unhinted (and measures no regret)
                 ep.hinted = bool(hint)
                 ep.tools = info.get("tools") or None
-                ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint)})
+                ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint, template)})
                 live.append(i)
             except SandboxError as e:
                 _end(ep, f"reset failed: {type(e).__name__}: {e}", crash="reset", crash_reward=crash_reward)
@@ -158,7 +168,8 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                 ep = episodes[i]
                 ep.messages.append({"role": "assistant", "content": out.text})
                 action = extract_action(out.text, tool_use=ep.tools is not None)
-                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0, out.sampling))
+                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0, out.sampling,
+                                     out.finished))
                 if not out.finished:  # a turn that never stopped is cut: nothing reaches the env
                     _end(ep, "no_eos")
                     continue

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 from spade_mini.agent import Job, play_episodes
 from spade_mini.designer import design_environments, design_record, generate_hints, skill_schedule
-from spade_mini.regret import (DesignScore, LearningPotential, apply_invalid_policy, group_advantages,
-                               score_design)
+from spade_mini.learning_potential import LearningPotential
+from spade_mini.regret import (DesignScore, apply_invalid_policy, group_advantages,
+                               lowest_valid_reward, score_design)
 from spade_mini.reinforce import Sample, update
 from spade_mini.sandbox import SandboxLimits
 
@@ -74,7 +75,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         designs = design_environments(policy, skills, state.corpus, state.memory, state.rng,
                                       max_new_tokens=cfg.design_max_new_tokens,
                                       temperature=cfg.temperature, iteration=it, limits=limits,
-                                      retries=cfg.design_retries)
+                                      retries=cfg.design_retries, references=cfg.memory_references)
         playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, d.validation.has_hint)
                      for d in designs if d.valid]
     times["design"] = time.time() - t
@@ -103,7 +104,8 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
                 jobs.append(Job(p.source, seed, "hint", hint, p.id))
     episodes = play_episodes(policy, jobs, max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
                              max_context_tokens=cfg.max_context_tokens, limits=limits,
-                             return_mode=cfg.return_mode, crash_reward=cfg.crash_reward)
+                             return_mode=cfg.return_mode, crash_reward=cfg.crash_reward,
+                             template=cfg.agent_template)
     times["play"] = time.time() - t
 
     # 4. score: regret per environment over paired seeds, then the designer reward
@@ -114,10 +116,13 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
                                  normalize_std=cfg.normalize_std)
     samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling)
                for e, adv in zip(trained, agent_adv) for turn in e.turns]
-    policy_name = "drop" if cfg.drop_invalid else "penalty"
+    for d in designs:  # a design that crashed in play is invalid after all, at the last stage
+        if d.valid and scores[d.id].failure:
+            d.valid, d.stage, d.reasons = False, "play", [scores[d.id].failure]
     design_rewards = apply_invalid_policy(
-        [(d.valid and scores[d.id].failure is None, scores[d.id].reward if d.valid else 0.0)
-         for d in designs], policy_name, cfg.invalid_reward)
+        [(d.stage, scores[d.id].reward if d.valid else 0.0) for d in designs],
+        "drop" if cfg.drop_invalid else cfg.invalid_reward_mode, cfg.invalid_reward,
+        lowest_valid_reward(cfg.designer_reward, cfg.regret_estimator))
     for d, r in zip(designs, design_rewards):
         d.reward = r
     kept = [(d, r) for d, r in zip(designs, design_rewards) if r is not None]
@@ -147,9 +152,11 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     tokens = policy.tokens_generated - tokens_before
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     gen_s = times["design"] + times["hint"] + times["play"]
+    turns = [t for e in episodes for t in e.turns]
     row = {
         "iteration": it, "designs": len(designs), "environments": len(playables),
-        "valid_fraction": valid_fraction, "episodes": len(episodes),
+        "valid_fraction": sum(d.valid for d in designs) / len(designs) if designs else 1.0,
+        "episodes": len(episodes), "eos_fraction": mean([float(t.finished) for t in turns]),
         "no_hint_return": mean([e.ret for e in trained]),
         "hint_return": mean([e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None]),
         "regret": mean([s.regret for s in scores.values() if s.regret is not None]),
@@ -199,6 +206,33 @@ def score_playables(playables: list[Playable], episodes: list, cfg, lp: Learning
         if returns:
             lp.update(skill, returns)
     return scores, trained
+
+
+EVAL_SEED = 10**6  # fixed-set seeds start here: training draws its seeds at random, elsewhere
+
+
+def fixed_set_metrics(policy, cfg) -> dict:
+    """The agent's no-hint return on the bundled examples, on fixed seeds never trained on: the
+    learning curve of `--eval-every`. It samples as training does, from a fixed torch seed, and
+    leaves the training random state as it found it."""
+    import torch
+
+    from spade_mini.envs import EXAMPLES
+    envs = [e for e in EXAMPLES if cfg.setting in ("mix", e.setting)]
+    jobs = [Job(e.source, EVAL_SEED + k, "no_hint", None, e.name) for e in envs for k in range(cfg.eval_seeds)]
+    state = torch.get_rng_state()
+    torch.manual_seed(cfg.seed)
+    try:
+        episodes = play_episodes(policy, jobs, max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
+                                 max_context_tokens=cfg.max_context_tokens,
+                                 limits=SandboxLimits(call_timeout_s=cfg.step_timeout_s),
+                                 return_mode=cfg.return_mode, template=cfg.agent_template)
+    finally:
+        torch.set_rng_state(state)
+    turns = [t for e in episodes for t in e.turns]
+    return {"eval_return": sum(e.ret for e in episodes) / len(episodes),
+            "eval_solve_rate": sum(e.ret > 0 for e in episodes) / len(episodes),
+            "eval_eos_fraction": sum(t.finished for t in turns) / len(turns) if turns else None}
 
 
 def peak_memory_mb() -> float:

@@ -81,21 +81,21 @@ class Memory:
         self.records.extend([records] if isinstance(records, EnvRecord) else records)
         del self.records[: max(0, len(self.records) - self.max_records)]
 
-    def select(self, skill: str, rng: random.Random) -> Selection:
+    def select(self, skill: str, rng: random.Random, references: int = REFERENCES) -> Selection:
         low, high = self.band
         same = [r for r in self.records if r.skill == skill and r.valid]
         in_band = [r for r in same if r.no_hint_solve_rate is not None
                    and low <= r.no_hint_solve_rate <= high]
         # newest first, then a stable sort by regret: ties go to the newer environment
         in_band = sorted(reversed(in_band), key=lambda r: -(r.regret or 0.0))
-        references = rng.sample(in_band[:REFERENCE_POOL], min(REFERENCES, len(in_band)))
-        if len(references) < REFERENCES:
+        picked = rng.sample(in_band[:REFERENCE_POOL], min(references, len(in_band)))
+        if len(picked) < references:
             unplayed = [r for r in same if r.no_hint_solve_rate is None]
-            references += rng.sample(unplayed, min(REFERENCES - len(references), len(unplayed)))
+            picked += rng.sample(unplayed, min(references - len(picked), len(unplayed)))
         outside = [r for r in same if r.no_hint_solve_rate is not None
                    and not low <= r.no_hint_solve_rate <= high]
         avoid = rng.choice(outside) if outside else None
-        return Selection(references, avoid)
+        return Selection(picked, avoid)
 
     def render(self, selection: Selection, code_chars: int = CODE_HEAD_CHARS) -> str:
         """The memory block of the designer prompt ("" when there is nothing to show)."""
@@ -147,7 +147,7 @@ class Memory:
             memory.add(EnvRecord(
                 id=f"example-{example.name}", iteration=-1, setting=example.setting,
                 skill=example.skill, title=example.summary or env_title(example.source),
-                source=example.source, valid=True, no_hint_solve_rate=no_hint,
+                source=example.design_source, valid=True, no_hint_solve_rate=no_hint,
                 hint_solve_rate=hint, regret=regret))
         return memory
 

@@ -8,10 +8,11 @@ plain Python numbers (no torch, no numpy), so it can be read, tested and reused 
 - `hint_regret`: mean return with the hint minus mean return without it, over PAIRED seeds.
 - `regret_noise_floor`: what max(0, regret) pays on average for a USELESS hint, by K and solve rate.
 - `plateau`, `designer_reward`: turn regret and the no-hint solve rate into the designer's reward
-  (plain regret, the paper's blend, and the two ablations: solve rate only, learning potential).
+  (plain regret, the paper's blend, and the two ablations: solve rate only, learning potential,
+  whose per-skill averages live in learning_potential.py).
 - `score_design`: one environment's paired returns -> solve rates, regret, designer reward.
-- `LearningPotential`: per-skill fast and slow moving averages of returns (the reference's).
-- `apply_invalid_policy`: designs that failed validation get a penalty, or are dropped.
+- `apply_invalid_policy`: designs that failed validation get a graded or constant penalty, or
+  are dropped.
 - `group_advantages`: reward minus the mean reward of its group (the REINFORCE baseline).
 
 Deliberately omitted: the reference's reward scale factor (min(n_actor/n_env * regen, 50)): a
@@ -19,10 +20,8 @@ constant multiplier on advantages that only rescales the learning rate; its dela
 (designer rewards averaged over several steps); its "micro learning potential" (unused in the
 paper recipe); the -0.5 step-timeout penalty (overwritten by the blend in the reference).
 
-Two rules the reference does not state, which keep regret honest (the caller, loop.py, applies
-them before calling `score_design`): a crash in step() counts against the design like an invalid
-design (never as a gap between the arms), and a seed whose reset failed in either arm is left
-out of both arms. A design with no hint has no regret at all (`regret=None`), not a noisy zero.
+Crashes and failed resets are filtered out by the caller before regret is measured (see
+loop.score_playables); a design with no hint has no regret (`regret=None`), not a noisy zero.
 """
 
 from __future__ import annotations
@@ -30,11 +29,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 DESIGNER_REWARD_KINDS = ("regret", "blend", "solve_rate", "learning_potential")
 REGRET_ESTIMATORS = ("debiased", "clipped")
-INVALID_POLICIES = ("penalty", "drop")
+INVALID_POLICIES = ("graded", "constant", "drop")
 # The paper's blend: regret saturates at 0.15 (a 15-point gain from the hint is "enough").
 REGRET_SATURATION = 0.15
 BLEND_PLATEAU_WEIGHT = 0.6
@@ -168,7 +167,7 @@ def regret_reward(pairs: Sequence[tuple[float, float]], estimator: str = "debias
     if estimator == "clipped":
         return max(0.0, regret)
     if estimator == "debiased":
-        return max(0.0, regret) - sign_flip_floor(diffs)
+        return max(DEBIASED_FLOOR, max(0.0, regret) - sign_flip_floor(diffs))
     raise ValueError(f"unknown regret estimator {estimator!r}; use one of {REGRET_ESTIMATORS}")
 
 
@@ -231,68 +230,58 @@ def score_design(kind: str, no_hint: Sequence[float], pairs: Sequence[tuple[floa
     return DesignScore(rate, solve_rate(helped), regret, reward)
 
 
-@dataclass
-class LearningPotential:
-    """Per-skill fast and slow exponential moving averages of the mean no-hint return, as in
-    the public reference (its learning-potential ablation).
-
-    Score: a design's reward is |mean of its no-hint returns - mu_slow(skill)|, where mu_slow
-    comes from BEFORE this iteration (0 for a skill never seen). Designs that moved the agent's
-    return away from where the skill used to be score high; the per-skill baseline then centres
-    them. Update, once per iteration and skill, with the mean r of all that skill's returns:
-        mu <- (1 - g) * mu + g * r,    g = gamma_fast (0.98) or gamma_slow (0.85),
-    the first update setting both to r. `gap` is the reference's logged "rho",
-    |mu_fast - mu_slow| / (2 * (gamma_fast - gamma_slow)); it is not a reward.
-    """
-    gamma_fast: float = 0.98
-    gamma_slow: float = 0.85
-    fast: dict[Hashable, float] = field(default_factory=dict)
-    slow: dict[Hashable, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.gamma_slow < self.gamma_fast <= 1.0:
-            raise ValueError("need 0 < gamma_slow < gamma_fast <= 1")
-
-    def score(self, skill: Hashable, returns: Sequence[float]) -> float:
-        """|mean(returns) - mu_slow(skill)|, against the average from before this iteration."""
-        if not returns:
-            raise ValueError("LearningPotential.score needs at least one return")
-        return abs(_mean(returns) - self.slow.get(skill, 0.0))
-
-    def update(self, skill: Hashable, returns: Sequence[float]) -> None:
-        """Fold this iteration's returns for `skill` into both averages."""
-        if not returns:
-            raise ValueError("LearningPotential.update needs at least one return")
-        r = _mean(returns)
-        if skill not in self.fast:
-            self.fast[skill] = self.slow[skill] = r
-        else:
-            self.fast[skill] = (1 - self.gamma_fast) * self.fast[skill] + self.gamma_fast * r
-            self.slow[skill] = (1 - self.gamma_slow) * self.slow[skill] + self.gamma_slow * r
-
-    def gap(self, skill: Hashable) -> float:
-        """The reference's logged rho for this skill; 0 for a skill never seen."""
-        if skill not in self.fast:
-            return 0.0
-        return abs(self.fast[skill] - self.slow[skill]) / (2 * (self.gamma_fast - self.gamma_slow))
+# How far an invalid design got, lowest first: no code block (or a copy of a known environment,
+# which teaches nothing new), does not parse, no single Env class or a forbidden import, load or
+# __init__ fails, reset fails or is not deterministic, step fails or returns bad types, the probe
+# episode crashes or never ends, and, for a design that validated, a crash during real play.
+INVALID_STAGES = ("no_code", "syntax", "structure", "load", "reset", "step", "episode", "play")
+STAGE_LEVEL = {**{stage: level for level, stage in enumerate(INVALID_STAGES)}, "duplicate": 0}
+DEBIASED_FLOOR = -0.5  # the lowest debiased regret reward we allow (see lowest_valid_reward)
 
 
-def apply_invalid_policy(designs: Sequence[tuple[bool, float]], policy: str = "penalty",
-                         invalid_reward: float = -1.0) -> list[float | None]:
-    """Final designer rewards for (valid, reward) pairs, in order; None marks a dropped design.
+def lowest_valid_reward(kind: str, estimator: str = "debiased") -> float:
+    """The least a VALID design can earn: 0 for every reward but the debiased regret, which can
+    dip below 0 by its noise floor; it is clipped at -0.5 (reached only by a single paired seed
+    that came out against the hint, for returns in [0, 1]) so every graded invalid reward stays
+    below every valid one."""
+    return DEBIASED_FLOOR if (kind == "regret" and estimator == "debiased") else 0.0
 
-    "penalty": an invalid design earns `invalid_reward`, so a small model is pushed toward code
-    that loads and runs. "drop" (the reference): an invalid design yields no designer sample.
-    The reward of an invalid design is ignored either way.
+
+def graded_invalid_reward(stage: str, invalid_reward: float, valid_floor: float) -> float:
+    """An invalid design's reward by the stage it failed at: evenly spaced STRICTLY between
+    `invalid_reward` and `valid_floor`, higher the further validation got. So a batch of invalid
+    designs still ranks better and worse attempts, and the designer learns from the start."""
+    if stage not in STAGE_LEVEL:
+        raise ValueError(f"unknown validation stage {stage!r}; use one of {INVALID_STAGES} or 'duplicate'")
+    if not invalid_reward < valid_floor:
+        raise ValueError(f"graded invalid rewards need invalid_reward < {valid_floor} (the lowest "
+                         f"valid reward), got {invalid_reward}")
+    step = (valid_floor - invalid_reward) / (len(INVALID_STAGES) + 1)
+    return invalid_reward + (STAGE_LEVEL[stage] + 1) * step
+
+
+def apply_invalid_policy(designs: Sequence[tuple[str, float]], policy: str = "graded",
+                         invalid_reward: float = -1.0, valid_floor: float = 0.0) -> list[float | None]:
+    """Final designer rewards for (stage, reward) pairs, in order; stage "valid" marks a valid
+    design (its reward is kept), None marks a dropped design.
+
+    "graded": an invalid design earns graded_invalid_reward(stage, ...). "constant": it earns
+    `invalid_reward`. Either pushes a small model toward code that loads and runs. "drop" (the
+    reference): an invalid design yields no designer sample. An invalid design's own reward is
+    ignored.
     """
     if policy not in INVALID_POLICIES:
         raise ValueError(f"unknown invalid-design policy {policy!r}; use one of {INVALID_POLICIES}")
     out: list[float | None] = []
-    for valid, reward in designs:
-        if valid:
+    for stage, reward in designs:
+        if stage == "valid":
             out.append(float(reward))
+        elif policy == "drop":
+            out.append(None)
+        elif policy == "constant":
+            out.append(float(invalid_reward))
         else:
-            out.append(None if policy == "drop" else float(invalid_reward))
+            out.append(graded_invalid_reward(stage, invalid_reward, valid_floor))
     return out
 
 

@@ -3,6 +3,7 @@
     runs/<name>/config.json        the Config of the run
                 metrics.jsonl      one row per iteration
                 samples.jsonl      designs and episodes to read (one JSON object per line)
+                warm_start.jsonl   the warm start's per-role NLL, one row per step (if any)
                 envs/<id>.py       every generated environment under a header with its stats
                 memory.jsonl       the environment memory (also inside each checkpoint)
                 checkpoint-<it>/   trainable weights, optimizer, RNG states, memory, iteration
@@ -33,6 +34,10 @@ class RunDir:
 
     def write_config(self, cfg) -> None:
         (self.path / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+
+    def write_rows(self, file: str, rows: list[dict]) -> None:
+        """Replace `file` with these rows (a fresh run's first lines)."""
+        (self.path / file).write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
 
     def append(self, file: str, rows: list[dict]) -> None:
         with open(self.path / file, "a", encoding="utf-8") as f:

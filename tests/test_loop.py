@@ -40,7 +40,8 @@ class ScriptedDesigner:
 def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
     cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=2, max_turns=2,
                  turn_max_new_tokens=8, hint_source="env", lr=1e-3)
-    valid = f"```python\n{GAME_EXAMPLE}\n```"
+    novel = GAME_EXAMPLE.replace("randint(20, 40)", "randint(15, 35)")  # a copy is a duplicate
+    valid = f"```python\n{novel}\n```"
     invalid = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        return 42\n```"
     policy = ScriptedDesigner(tiny_policy, [valid, invalid])
     before = {n: p.detach().clone() for n, p in tiny_policy.model.named_parameters() if p.requires_grad}
@@ -54,8 +55,11 @@ def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
     seeds = {arm: [e.job.seed for e in episodes if e.job.arm == arm] for arm in ("no_hint", "hint")}
     assert seeds["no_hint"] == seeds["hint"]  # paired seeds
     assert row["valid_fraction"] == 0.5 and row["designs"] == 2
-    # designer rewards: max(0, regret) >= 0 for the valid design, -1 for the invalid one
-    assert row["designer_reward"] == pytest.approx((max(0.0, scores[designs[0].id].regret) - 1.0) / 2)
+    # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is graded
+    # at "reset": -1 + (4 + 1) * 0.5 / 9 under the debiased regret (README table)
+    assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 * 0.5 / 9)
+    assert designs[0].reward == scores[designs[0].id].reward
+    assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
     for key in ("no_hint_return", "hint_return", "regret", "agent_loss", "designer_loss",
                 "tokens_generated", "tokens_per_s", "time_design_s", "time_play_s", "time_update_s",
                 "peak_memory_mb"):
@@ -129,7 +133,7 @@ GOLDEN = json.loads((ROOT / "tests" / "golden" / "reinforce_cases.json").read_te
 def test_score_playables_golden(case):
     from spade_mini.agent import Episode, Job
     from spade_mini.loop import Playable, score_playables
-    from spade_mini.regret import LearningPotential
+    from spade_mini.learning_potential import LearningPotential
     episodes = []
     for e in case["episodes"]:
         ep = Episode(job=Job("", e["seed"], e["arm"], None, "env"))
@@ -191,12 +195,14 @@ def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
     state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
                   random.Random(0))
     row, designs, playables, episodes, scores = one_iteration(state, cfg)
-    assert designs[0].valid
+    assert designs[0].validation.ok  # it passed validation ...
     assert all(e.crashed == "step" for e in episodes if e.job.arm == "no_hint")
     assert all(e.crashed is None for e in episodes if e.job.arm == "hint")
     score = scores[designs[0].id]
     assert score.failure and "crashed in play" in score.failure and score.regret is None
-    assert designs[0].reward == -1.0  # like an invalid design
+    # ... and is invalid after play, at the last stage of the graded table
+    assert not designs[0].valid and designs[0].stage == "play"
+    assert designs[0].reward == pytest.approx(-1 + 8 * 0.5 / 9)
     assert row["crashed_episodes"] >= 1 and row["regret"] is None
 
 

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from spade_mini import regret as R
+from spade_mini.learning_potential import LearningPotential
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())
 TOL = 1e-9
@@ -61,9 +62,14 @@ HAND_DESIGNER = {
     "solve_rate_only": 0.6,                                         # plateau(0.7)
     "learning_potential": 0.12,                                     # passed through
 }
+# Graded: 8 levels (no_code = duplicate, syntax, structure, load, reset, step, episode, play)
+# evenly spaced strictly inside (invalid_reward, valid_floor): level l earns low + (l + 1) * step,
+# step = (floor - low) / 9. With (-1, 0): -8/9, -7/9, ..., -1/9. With (-1, -0.5): step 0.5/9.
 HAND_INVALID = {
-    "penalty": [0.5, -1.0, 0.0],   # the invalid one gets invalid_reward, its 0.9 is ignored
+    "constant": [0.5, -1.0, 0.0],  # the invalid one gets invalid_reward, its 0.9 is ignored
     "drop": [0.5, None, 0.0],      # the invalid one yields no sample
+    "graded": [0.5] + [-1 + (level + 1) / 9 for level in range(8)] + [-1 + 1 / 9],
+    "graded_below_debiased_floor": [-1 + 0.5 / 9, -1 + 8 * 0.5 / 9],
 }
 # Learning potential (the reference's), g_fast = 0.98, g_slow = 0.85, mu <- (1 - g) mu + g r:
 #   iteration 1: mu_slow unseen = 0. Designs [1, 1] -> |1 - 0| = 1; [0, 0] -> |0 - 0| = 0.
@@ -117,7 +123,7 @@ def test_golden_file_matches_hand_arithmetic():
     for name, case in by_name("designer_reward").items():
         assert case["reward"] == pytest.approx(HAND_DESIGNER[name], abs=TOL), name
     for name, case in by_name("invalid_policy").items():
-        assert case["rewards"] == HAND_INVALID[name], name
+        assert case["rewards"] == pytest.approx(HAND_INVALID[name], abs=TOL), name
     for name, case in by_name("learning_potential").items():
         for it, (scores, fast, slow, gap) in zip(case["iterations"], HAND_LP[name]):
             assert it["scores"] == pytest.approx(scores, abs=TOL), name
@@ -166,13 +172,28 @@ def test_designer_reward(case):
 @pytest.mark.parametrize("case", GOLDEN["invalid_policy"], ids=lambda c: c["name"])
 def test_invalid_policy(case):
     designs = [tuple(d) for d in case["designs"]]
-    got = R.apply_invalid_policy(designs, case["policy"], invalid_reward=case["invalid_reward"])
-    assert got == case["rewards"]
+    got = R.apply_invalid_policy(designs, case["policy"], invalid_reward=case["invalid_reward"],
+                                 valid_floor=case["valid_floor"])
+    assert got == pytest.approx(case["rewards"], abs=TOL)
+
+
+def test_graded_rewards_rank_stages_and_stay_below_valid():
+    for kind in R.DESIGNER_REWARD_KINDS:
+        for estimator in R.REGRET_ESTIMATORS:
+            floor = R.lowest_valid_reward(kind, estimator)
+            rewards = [R.graded_invalid_reward(s, -1.0, floor) for s in R.INVALID_STAGES]
+            assert rewards == sorted(rewards) and len(set(rewards)) == len(rewards)
+            assert -1.0 < rewards[0] and rewards[-1] < floor
+    # the debiased regret never goes below its floor, whatever the differences
+    assert R.regret_reward([(1.0, 0.0)], "debiased") == R.DEBIASED_FLOOR
+    assert R.regret_reward([(1.0, -1.0)], "debiased") == R.DEBIASED_FLOOR
+    with pytest.raises(ValueError, match="invalid_reward"):
+        R.graded_invalid_reward("syntax", 0.0, 0.0)
 
 
 @pytest.mark.parametrize("case", GOLDEN["learning_potential"], ids=lambda c: c["name"])
 def test_learning_potential(case):
-    lp = R.LearningPotential(gamma_fast=case["gamma_fast"], gamma_slow=case["gamma_slow"])
+    lp = LearningPotential(gamma_fast=case["gamma_fast"], gamma_slow=case["gamma_slow"])
     skill = case["skill"]
     for it in case["iterations"]:
         # every design is scored against the averages from before the iteration ...
@@ -186,7 +207,7 @@ def test_learning_potential(case):
 
 def test_learning_potential_gives_signal_on_a_skills_first_iteration():
     # The former |fast - slow| after a trial update was 0 for every design of a new skill.
-    lp = R.LearningPotential()
+    lp = LearningPotential()
     first = [lp.score("new", returns) for returns in ([1.0, 1.0], [0.0, 1.0], [0.0, 0.0])]
     assert len(set(first)) == 3
 
@@ -289,11 +310,13 @@ def test_errors_are_narrow():
     with pytest.raises(ValueError, match="mode"):
         R.episode_return([1.0], True, mode="mean")
     with pytest.raises(ValueError):
-        R.apply_invalid_policy([(False, 0.0)], policy="ignore")
+        R.apply_invalid_policy([("syntax", 0.0)], policy="ignore")
+    with pytest.raises(ValueError, match="stage"):
+        R.apply_invalid_policy([("nonsense", 0.0)])
     with pytest.raises(ValueError):
         R.group_advantages([1.0, 2.0], ["a"])
     with pytest.raises(ValueError):
-        R.LearningPotential(gamma_fast=0.5, gamma_slow=0.9)
+        LearningPotential(gamma_fast=0.5, gamma_slow=0.9)
 
 
 def test_regret_module_does_not_import_torch():
