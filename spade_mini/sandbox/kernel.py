@@ -2,7 +2,8 @@
 
 In order (the order matters; the comments in `harden` say why):
 
-    rlimits       address space (current size + budget), CPU seconds, open files, file size, no core
+    rlimits       address space (current size + budget), CPU seconds, open files, file size, no
+                  core; and first in line for the OOM killer (oom_score_adj 1000)
     userns        a user namespace (without root), so the namespaces below need no privilege;
                   every capability in it is dropped again before the environment loads
     netns         an empty network namespace: no interface, not even loopback
@@ -60,6 +61,9 @@ def set_rlimits(cfg: dict) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (cfg["max_open_files"],) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (cfg["file_size_mb"] * 2**20,) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Many children may each fill their budget at once: the OOM killer must take them first.
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
 
 
 def unshare(flag: int) -> None:
