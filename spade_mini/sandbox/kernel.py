@@ -174,10 +174,11 @@ def import_pyseccomp(cfg: dict):
     """pyseccomp lives in site-packages, which -s -S keeps off sys.path: borrow it briefly."""
     if not cfg["seccomp_dir"]:
         raise OSError("pyseccomp or libseccomp is not installed")
-    import ctypes.util
-    find = ctypes.util.find_library
-    # The parent already resolved the libraries; skip the ldconfig subprocess find_library runs.
-    ctypes.util.find_library = lambda name: cfg["libs"].get(name) or find(name)
+    # The parent already resolved the libraries: a stand-in for ctypes.util spares the import of
+    # subprocess (half of pyseccomp's import time) and the ldconfig run of find_library.
+    stand_in = type(sys)("ctypes.util")
+    stand_in.find_library = cfg["libs"].get
+    sys.modules["ctypes.util"], ctypes.util = stand_in, stand_in
     sys.path.insert(0, cfg["seccomp_dir"])
     try:
         import pyseccomp
@@ -186,7 +187,7 @@ def import_pyseccomp(cfg: dict):
         raise OSError(str(exc)) from None
     finally:
         sys.path.remove(cfg["seccomp_dir"])
-        ctypes.util.find_library = find
+        del sys.modules["ctypes.util"], ctypes.util
 
 
 def harden(cfg: dict) -> list[str]:
