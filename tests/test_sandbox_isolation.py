@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from hostile import FAST, ROOT, SIMPLE, requires, step_once, strays
+from hostile import FAST, ROOT, SIMPLE, env_source, requires, step_once, strays
 
 from spade_mini.envs import ENV_DIR, HELDOUT
 from spade_mini.sandbox import SandboxedEnv
@@ -116,6 +116,15 @@ def test_each_sandbox_has_a_uid_of_its_own(sandbox):
         with open(f"/proc/{env._child.env_pid}/status") as f:
             uids.append(next(int(ln.split()[1]) for ln in f if ln.startswith("Uid:")))
     assert uids[0] != uids[1] and 0 not in uids and os.getuid() not in uids
+
+
+def test_the_oom_killer_takes_a_sandbox_before_the_trainer(sandbox):
+    lower = 'attempt(lambda: open("/proc/self/oom_score_adj", "w").write("-1000"))'
+    env = sandbox(env_source(f'return {lower}, 0.0, False, False, {{}}'))
+    env.reset(seed=0)
+    assert env.step("go")[0] == "PermissionError"  # landlock, or the missing CAP_SYS_RESOURCE
+    with open(f"/proc/{env._child.env_pid}/oom_score_adj") as f:
+        assert int(f.read()) == 1000
 
 
 # ---- surviving the trainer -----------------------------------------------------------------

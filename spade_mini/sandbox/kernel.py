@@ -2,7 +2,8 @@
 
 In order (the order matters; the comments in `harden` say why):
 
-    rlimits       address space (current size + budget), CPU seconds, open files, file size, no core
+    rlimits       address space (current size + budget), CPU seconds, open files, file size, no
+                  core; and first in line for the OOM killer (oom_score_adj 1000)
     userns        a user namespace (without root), so the namespaces below need no privilege;
                   every capability in it is dropped again before the environment loads
     netns         an empty network namespace: no interface, not even loopback
@@ -60,6 +61,9 @@ def set_rlimits(cfg: dict) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (cfg["max_open_files"],) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (cfg["file_size_mb"] * 2**20,) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Many children may each fill their budget at once: the OOM killer must take them first.
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
 
 
 def unshare(flag: int) -> None:
@@ -170,10 +174,11 @@ def import_pyseccomp(cfg: dict):
     """pyseccomp lives in site-packages, which -s -S keeps off sys.path: borrow it briefly."""
     if not cfg["seccomp_dir"]:
         raise OSError("pyseccomp or libseccomp is not installed")
-    import ctypes.util
-    find = ctypes.util.find_library
-    # The parent already resolved the libraries; skip the ldconfig subprocess find_library runs.
-    ctypes.util.find_library = lambda name: cfg["libs"].get(name) or find(name)
+    # The parent already resolved the libraries: a stand-in for ctypes.util spares the import of
+    # subprocess (half of pyseccomp's import time) and the ldconfig run of find_library.
+    stand_in = type(sys)("ctypes.util")
+    stand_in.find_library = cfg["libs"].get
+    sys.modules["ctypes.util"], ctypes.util = stand_in, stand_in
     sys.path.insert(0, cfg["seccomp_dir"])
     try:
         import pyseccomp
@@ -182,7 +187,7 @@ def import_pyseccomp(cfg: dict):
         raise OSError(str(exc)) from None
     finally:
         sys.path.remove(cfg["seccomp_dir"])
-        ctypes.util.find_library = find
+        del sys.modules["ctypes.util"], ctypes.util
 
 
 def harden(cfg: dict) -> list[str]:

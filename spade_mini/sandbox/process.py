@@ -95,7 +95,7 @@ class Child:
     """One worker process, its pipes, and (with a pid namespace) the pid of the environment."""
 
     def __init__(self, limits: SandboxLimits, tag: str, layers: tuple[str, ...] | None,
-                 source: str = ""):
+                 source: str = "", preload: list[str] | None = None):
         self.layers = layers
         self.uid = _allocate_uid()
         req_r, req_w = os.pipe()
@@ -103,7 +103,8 @@ class Child:
         seccomp_dir, libs = _seccomp_config()
         cfg = {"probe": layers is None, "layers": list(layers or ()), "uid": self.uid,
                "ppid": os.getpid(), "request_fd": req_r, "reply_fd": rep_w,
-               "tooluse_path": TOOLUSE_PATH, "seccomp_dir": seccomp_dir, "libs": libs,
+               "tooluse_path": TOOLUSE_PATH, "preload": preload or [],
+               "seccomp_dir": seccomp_dir, "libs": libs,
                **{k: getattr(limits, k) for k in (
                    "cpu_s", "memory_mb", "max_open_files", "file_size_mb", "max_obs_chars",
                    "max_hint_chars", "max_reply_bytes")}}

@@ -45,6 +45,20 @@ def parse_source(source: str) -> ast.Module:
     return tree
 
 
+def imported_modules(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, dotted name) of every import anywhere in `tree`; a relative import is "." + name,
+    and `from a import b` lists both "a" and "a.b" (b may be a submodule)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * (node.level or 0) + (node.module or "")
+            found += [(node.lineno, module)] + [(node.lineno, f"{module}.{alias.name}")
+                                                for alias in node.names if alias.name != "*"]
+    return found
+
+
 def ast_depth(tree: ast.AST, stop_at: int) -> int:
     """Depth of `tree` (a lone node is 1), counted without recursion; stops past `stop_at`."""
     deepest, stack = 0, [(tree, 1)]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from spade_mini.sandbox.env import SandboxedEnv
 from spade_mini.sandbox.limits import EnvLoadError, SandboxError, SandboxLimits
-from spade_mini.sandbox.source import SourceError, parse_source
+from spade_mini.sandbox.source import SourceError, imported_modules, parse_source
 from spade_mini.sandbox.worker import ALLOWED_IMPORTS
 
 STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "valid")
@@ -49,14 +49,10 @@ def static_check(source: str) -> tuple[str, str] | None:
     if len(names) != 1:
         return "structure", (f"expected exactly one top-level class whose name ends in 'Env', "
                              f"found {len(names)}" + (f" ({', '.join(names)})" if names else ""))
-    for node in ast.walk(tree):
-        modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                   [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-        level = getattr(node, "level", 0) or 0
-        for module in modules:
-            if level or module.partition(".")[0] not in ALLOWED_IMPORTS:
-                return "structure", (f"line {node.lineno}: import of {module!r} is not allowed in "
-                                     f"the sandbox (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
+    for lineno, module in imported_modules(tree):
+        if module.partition(".")[0] not in ALLOWED_IMPORTS:  # relative ones start with "."
+            return "structure", (f"line {lineno}: import of {module!r} is not allowed in the "
+                                 f"sandbox (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
     return None
 
 

@@ -27,8 +27,8 @@ ALLOWED_IMPORTS = frozenset({
     "math", "numbers", "operator", "pprint", "random", "re", "statistics", "string",
     "textwrap", "typing", "unicodedata", "tooluse",
 })
-# Imported before hardening: afterwards the interpreter may read only a few files.
-PRELOAD = sorted(ALLOWED_IMPORTS - {"tooluse"}) + ["collections.abc", "inspect", "types"]
+# What the parent finds the source importing is imported before hardening (afterwards, e.g. with
+# a uid of its own, the child may not be able to read a stdlib under /root).
 ENV_MODULE = "sandboxed_env"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -183,13 +183,17 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     if sys.path and sys.path[0] == HERE:  # Python 3.10 has no -P
         del sys.path[0]
-    for name in PRELOAD:
-        __import__(name)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("tooluse", cfg["tooluse_path"])
-    tooluse = importlib.util.module_from_spec(spec)
-    sys.modules["tooluse"] = tooluse  # for the environment's `from tooluse import ToolUseEnv`
-    spec.loader.exec_module(tooluse)
+    for name in cfg["preload"]:
+        try:
+            __import__(name)
+        except ImportError:  # `from a import b` with b not a module: "a" is in the list too
+            pass
+    if "tooluse" in cfg["preload"]:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("tooluse", cfg["tooluse_path"])
+        tooluse = importlib.util.module_from_spec(spec)
+        sys.modules["tooluse"] = tooluse  # for the environment's `from tooluse import ToolUseEnv`
+        spec.loader.exec_module(tooluse)
     sys.path.insert(0, HERE)
     import kernel  # noqa: E402  (child-side modules next to this file, not the package)
     del sys.path[0]
