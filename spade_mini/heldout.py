@@ -66,7 +66,8 @@ def play_heldout(policy, cfg, items: list[Item], arms, temperature: float, desc:
                                  max_context_tokens=cfg.max_context_tokens,
                                  limits=SandboxLimits(call_timeout_s=cfg.step_timeout_s),
                                  return_mode=cfg.return_mode, crash_reward=cfg.crash_reward,
-                                 temperature=temperature, on_turn=lambda turn, live: bar.update(1))
+                                 temperature=temperature, on_turn=lambda turn, live: bar.update(1),
+                                 template=cfg.agent_template)
         bar.close()
         out += [(it, arm, ep) for (it, arm), ep in zip(group, episodes)]
     return out

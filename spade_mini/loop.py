@@ -120,7 +120,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         if d.valid and scores[d.id].failure:
             d.valid, d.stage, d.reasons = False, "play", [scores[d.id].failure]
     design_rewards = apply_invalid_policy(
-        [(d.stage, scores[d.id].reward if d.valid else 0.0) for d in designs],
+        [(d.stage, scores[d.id].reward if d.valid else 0.0, d.completion.finished) for d in designs],
         "drop" if cfg.drop_invalid else cfg.invalid_reward_mode, cfg.invalid_reward,
         lowest_valid_reward(cfg.designer_reward, cfg.regret_estimator))
     for d, r in zip(designs, design_rewards):

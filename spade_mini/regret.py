@@ -247,23 +247,27 @@ def lowest_valid_reward(kind: str, estimator: str = "debiased") -> float:
     return DEBIASED_FLOOR if (kind == "regret" and estimator == "debiased") else 0.0
 
 
-def graded_invalid_reward(stage: str, invalid_reward: float, valid_floor: float) -> float:
+def graded_invalid_reward(stage: str, invalid_reward: float, valid_floor: float,
+                          finished: bool = True) -> float:
     """An invalid design's reward by the stage it failed at: evenly spaced STRICTLY between
     `invalid_reward` and `valid_floor`, higher the further validation got. So a batch of invalid
-    designs still ranks better and worse attempts, and the designer learns from the start."""
+    designs still ranks better and worse attempts, and the designer learns from the start.
+    A reply cut off at its token budget earns half a step less than one that ended by itself
+    at the same stage: stopping is the first thing a small model has to learn."""
     if stage not in STAGE_LEVEL:
         raise ValueError(f"unknown validation stage {stage!r}; use one of {INVALID_STAGES} or 'duplicate'")
     if not invalid_reward < valid_floor:
         raise ValueError(f"graded invalid rewards need invalid_reward < {valid_floor} (the lowest "
                          f"valid reward), got {invalid_reward}")
     step = (valid_floor - invalid_reward) / (len(INVALID_STAGES) + 1)
-    return invalid_reward + (STAGE_LEVEL[stage] + 1) * step
+    return invalid_reward + (STAGE_LEVEL[stage] + 1 - (0 if finished else 0.5)) * step
 
 
-def apply_invalid_policy(designs: Sequence[tuple[str, float]], policy: str = "graded",
+def apply_invalid_policy(designs: Sequence[tuple[str, float, bool]], policy: str = "graded",
                          invalid_reward: float = -1.0, valid_floor: float = 0.0) -> list[float | None]:
-    """Final designer rewards for (stage, reward) pairs, in order; stage "valid" marks a valid
-    design (its reward is kept), None marks a dropped design.
+    """Final designer rewards for (stage, reward, finished) triples, in order; stage "valid"
+    marks a valid design (its reward is kept), None marks a dropped design; finished says the
+    reply ended with EOS.
 
     "graded": an invalid design earns graded_invalid_reward(stage, ...). "constant": it earns
     `invalid_reward`. Either pushes a small model toward code that loads and runs. "drop" (the
@@ -273,7 +277,7 @@ def apply_invalid_policy(designs: Sequence[tuple[str, float]], policy: str = "gr
     if policy not in INVALID_POLICIES:
         raise ValueError(f"unknown invalid-design policy {policy!r}; use one of {INVALID_POLICIES}")
     out: list[float | None] = []
-    for stage, reward in designs:
+    for stage, reward, finished in designs:
         if stage == "valid":
             out.append(float(reward))
         elif policy == "drop":
@@ -281,7 +285,7 @@ def apply_invalid_policy(designs: Sequence[tuple[str, float]], policy: str = "gr
         elif policy == "constant":
             out.append(float(invalid_reward))
         else:
-            out.append(graded_invalid_reward(stage, invalid_reward, valid_floor))
+            out.append(graded_invalid_reward(stage, invalid_reward, valid_floor, finished))
     return out
 
 

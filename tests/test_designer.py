@@ -236,7 +236,7 @@ def test_one_reply_per_stage_reaches_its_stage_and_reward():
                                   random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
     assert [d.stage for d in designs] == [c["stage"] for c in cases], [d.reasons for d in designs]
     for floor, spacing in ((-0.5, 0.5 / 9), (0.0, 1 / 9)):
-        rewards = apply_invalid_policy([(d.stage, 0.25) for d in designs], "graded", -1.0, floor)
+        rewards = apply_invalid_policy([(d.stage, 0.25, True) for d in designs], "graded", -1.0, floor)
         for d, r in zip(designs, rewards):
             want = 0.25 if d.stage == "valid" else -1 + (README_TABLE[d.stage] + 1) * spacing
             assert r == pytest.approx(want), d.stage

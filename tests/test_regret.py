@@ -65,11 +65,12 @@ HAND_DESIGNER = {
 # Graded: 8 levels (no_code = duplicate, syntax, structure, load, reset, step, episode, play)
 # evenly spaced strictly inside (invalid_reward, valid_floor): level l earns low + (l + 1) * step,
 # step = (floor - low) / 9. With (-1, 0): -8/9, -7/9, ..., -1/9. With (-1, -0.5): step 0.5/9.
+# A reply cut off at its budget (finished false) earns half a step less: syntax 2 -> 1.5 steps.
 HAND_INVALID = {
     "constant": [0.5, -1.0, 0.0],  # the invalid one gets invalid_reward, its 0.9 is ignored
     "drop": [0.5, None, 0.0],      # the invalid one yields no sample
     "graded": [0.5] + [-1 + (level + 1) / 9 for level in range(8)] + [-1 + 1 / 9],
-    "graded_below_debiased_floor": [-1 + 0.5 / 9, -1 + 8 * 0.5 / 9],
+    "graded_below_debiased_floor": [-1 + 0.5 / 9, -1 + 8 * 0.5 / 9, -1 + (2 - 0.5) * 0.5 / 9],
 }
 # Learning potential (the reference's), g_fast = 0.98, g_slow = 0.85, mu <- (1 - g) mu + g r:
 #   iteration 1: mu_slow unseen = 0. Designs [1, 1] -> |1 - 0| = 1; [0, 0] -> |0 - 0| = 0.
@@ -310,9 +311,9 @@ def test_errors_are_narrow():
     with pytest.raises(ValueError, match="mode"):
         R.episode_return([1.0], True, mode="mean")
     with pytest.raises(ValueError):
-        R.apply_invalid_policy([("syntax", 0.0)], policy="ignore")
+        R.apply_invalid_policy([("syntax", 0.0, True)], policy="ignore")
     with pytest.raises(ValueError, match="stage"):
-        R.apply_invalid_policy([("nonsense", 0.0)])
+        R.apply_invalid_policy([("nonsense", 0.0, True)])
     with pytest.raises(ValueError):
         R.group_advantages([1.0, 2.0], ["a"])
     with pytest.raises(ValueError):

@@ -67,6 +67,7 @@ STAGE_SOURCES = [
     ("episode", SIMPLE.replace("self.turns >= 10", "False")),
     ("episode", SIMPLE.replace("self.turns += 1", "self.turns += 1\n        assert self.turns < 3")),
     ("episode", SIMPLE.replace('return "The digit', 'raise RuntimeError("no hint")\n        return "')),
+    ("episode", SIMPLE.replace('won = action.strip() ==', 'won = True or action.strip() ==')),  # anything wins
     ("valid", SIMPLE),
 ]
 

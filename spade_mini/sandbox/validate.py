@@ -9,7 +9,8 @@ which check failed first, as a stage of `STAGES`, and why, as human-readable rea
     load       running the module or the constructor fails or times out
     reset      reset fails, returns the wrong types, or is not deterministic for a seed
     step       a probe step fails, returns the wrong types, or a reward outside [-10, 10]
-    episode    an episode of probe actions crashes, times out or never ends; or hint() fails
+    episode    an episode of probe actions crashes, times out or never ends; an invalid action
+               (\\boxed{test}, an empty reply, an unknown tool) is rewarded; or hint() fails
     valid      every check passed
 """
 import ast
@@ -24,6 +25,7 @@ from spade_mini.sandbox.worker import ALLOWED_IMPORTS
 STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "valid")
 PROBE_ACTIONS = ("\\boxed{1}", "\\boxed{test}", "\\boxed{42}", "",
                  '<tool_call>{"name": "probe", "arguments": {}}</tool_call>')
+JUNK_ACTIONS = ("\\boxed{test}", "", PROBE_ACTIONS[-1])  # replies no task should reward
 REWARD_RANGE = (-10.0, 10.0)
 
 
@@ -91,9 +93,12 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
             fail("reset(seed=1) twice gave different first observations; "
                  "use random.Random(seed) for all randomness")
         mark("probe")
+        rewarded_junk = []
         for action in PROBE_ACTIONS:
             env.reset(seed=0)
             _, reward, _, _, _ = env.step(action)
+            if action in JUNK_ACTIONS and reward > 0:
+                rewarded_junk.append((action, reward))
             if "reward was a bool" in env.notes:
                 fail(f"step({action!r}) returned a bool reward; return a float")
             if not REWARD_RANGE[0] <= reward <= REWARD_RANGE[1]:
@@ -107,6 +112,8 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
         else:
             fail(f"an episode of repeated probe actions did not end within {max_turns} turns; "
                  "set truncated=True at the turn limit")
+        for action, reward in rewarded_junk:  # else any reply wins, and nothing is learned
+            fail(f"step({action!r}) earned reward {reward}; an invalid action must earn nothing")
         mark("hint")
         if env.has_hint:
             env.reset(seed=0)
