@@ -70,7 +70,7 @@ class RunDir:
                 "note": (s and (s.failure or s.note)) or "-", "designer_reward": d.reward})
 
     def write_env(self, env_id: str, source: str, stats: dict) -> None:
-        header = "".join(f"# {k}: {v}\n" for k, v in stats.items())
+        header = "".join(f"# {k}: {' '.join(str(v).splitlines())}\n" for k, v in stats.items())
         (self.path / "envs" / f"{env_id}.py").write_text(header + "\n" + source, encoding="utf-8")
 
     # --- checkpoints -------------------------------------------------------------------------
