@@ -17,7 +17,9 @@ folder, and its sources run only in the sandbox.
 (a `max_turns` in its class, a module-level `MAX_TURNS`, or ToolUseEnv's default for a tool-use
 environment), never more than the contract's `designer.MAX_TURNS` that every episode of training
 is played under, and that when it sets none.
-Omitted: vector entry points (gymnasium's own vector wrappers work on these ids).
+Omitted: vector entry points. `gym.make_vec(id, n)` works on these ids; in "async" mode it needs
+`vector_kwargs={"shared_memory": False}` (gymnasium's shared-memory copy of a Text observation
+came back as padding only, here as with the ASCII charset before).
 """
 from __future__ import annotations
 

@@ -62,6 +62,20 @@ def test_every_registered_id_makes_and_passes_check_env(env_id):
         assert [again.reset(seed=123)[0]] + [again.reset()[0] for _ in range(2)] == first
 
 
+@pytest.mark.parametrize("mode, vector_kwargs", [("sync", {}), ("async", {"shared_memory": False})])
+def test_registered_ids_vectorise(mode, vector_kwargs):
+    envs = gym.make_vec("spade_mini/GuessNumber-v0", num_envs=2, vectorization_mode=mode,
+                        vector_kwargs=vector_kwargs)
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert len(obs) == 2 and all(o in envs.single_observation_space for o in obs)
+        assert all(o.startswith("Guess my number") for o in obs)  # text, not shared-memory padding
+        obs, reward, terminated, truncated, _ = envs.step(["\\boxed{32}", "\\boxed{x}"])
+        assert "than 32" in obs[0] and "whole number" in obs[1] and list(reward) == [0.0, 0.0]
+    finally:
+        envs.close()
+
+
 def test_ids_namespaces_and_turn_caps():
     registered = {k for k in gym.registry if k.startswith("spade_mini")}
     assert registered >= set(BUNDLED_IDS)

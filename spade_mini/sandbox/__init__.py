@@ -3,10 +3,11 @@
 The designer writes Python environments; this package is the only place they run, and never
 in the training process or on one of its threads. `SandboxedEnv` is a `gymnasium.Env` with text
 spaces (every character of U+0000-U+FFFF but the surrogates; spaces.py) backed by ONE
-persistent child, seeded as gymnasium seeds (`reset()` continues the stream of the last seed); `validate_env` runs the checks a design must pass, and
-says at which of `STAGES` it failed; `parse_source` is the one bounded way to parse untrusted
-source in the trainer; `start_envs` starts many children at once; `available_layers()` lists
-the kernel layers this machine gives every child (train.py prints them).
+persistent child, seeded as gymnasium seeds (`reset()` continues the stream of the last seed);
+`validate_env` runs the checks a design must pass, and says at which of `STAGES` it failed;
+`parse_source` is the one bounded way to parse untrusted source in the trainer; `start_envs`
+starts many children at once; `available_layers()` lists the kernel layers this machine gives
+every child (train.py prints them).
 
     limits.py    SandboxLimits and the typed errors        (trainer side)
     source.py    parse_source, SourceError                  (trainer side)
