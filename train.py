@@ -29,7 +29,8 @@ from tqdm.auto import tqdm  # noqa: E402
 from spade_mini.corpus import Corpus, CorpusError  # noqa: E402
 from spade_mini.designer import SkillError, skills_for  # noqa: E402
 from spade_mini.envs import EXAMPLES  # noqa: E402
-from spade_mini.loop import State, fixed_set_metrics, one_iteration  # noqa: E402
+from spade_mini.loop import State, one_iteration  # noqa: E402
+from spade_mini.plays import fixed_set_metrics  # noqa: E402
 from spade_mini.memory import Memory  # noqa: E402
 from spade_mini.model import ModelError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402

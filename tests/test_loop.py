@@ -132,7 +132,8 @@ GOLDEN = json.loads((ROOT / "tests" / "golden" / "reinforce_cases.json").read_te
 @pytest.mark.parametrize("case", GOLDEN["play_scoring"], ids=lambda c: c["name"])
 def test_score_playables_golden(case):
     from spade_mini.agent import Episode, Job
-    from spade_mini.loop import Playable, score_playables
+    from spade_mini.loop import Playable
+    from spade_mini.plays import score_playables
     from spade_mini.learning_potential import LearningPotential
     episodes = []
     for e in case["episodes"]:
