@@ -91,13 +91,24 @@ def test_ids_namespaces_and_turn_caps():
     assert turn_cap("class AEnv:\n    pass\n") == turn_cap("not python (") == MAX_TURNS
 
 
+def python(code: str) -> subprocess.CompletedProcess:
+    """`code` run by a fresh interpreter (nothing imported or registered yet)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+
+
 def test_import_registers_without_torch_or_a_child_process():
     code = ("import os, sys, spade_mini, gymnasium as gym\n"
             "kids = [open(f'/proc/self/task/{t}/children').read().split() for t in os.listdir('/proc/self/task')]\n"
             "print('torch' in sys.modules, sum(map(len, kids)), 'spade_mini/Nim-v0' in gym.registry)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    out = python(code)
     assert out.stdout.split() == ["False", "0", "True"], out.stderr
+    code = ("import gymnasium as gym\n"  # gymnasium's module:id form imports spade_mini itself
+            "env = gym.make('spade_mini:spade_mini/Nim-v0')\n"
+            "print(type(env.unwrapped).__name__, env.reset(seed=0)[0] in env.observation_space)\n"
+            "env.close()")
+    out = python(code)
+    assert out.stdout.split() == ["SandboxedEnv", "True"], out.stderr
 
 
 def test_reset_without_a_seed_continues_the_stream_of_the_last_seed():
