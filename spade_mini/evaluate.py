@@ -104,7 +104,7 @@ def heldout_scores(policy, cfg, st: EvalSettings, p: Plan, model: str) -> list[I
     """Solve and return per arm; the form shares of the no-hint episodes (heldout.episode_form)."""
     arms = ("no_hint", "hint") if p.tier == "full" else ("no_hint",)
     out = []
-    for it, arm, ep in heldout.play_heldout(policy, cfg, p.items, arms, st.temperature, f"heldout {p.tier} [{model}]"):
+    for it, arm, ep in heldout.play_heldout(policy, cfg, p.items, arms, st.temperature, f"{p.suite} {p.tier} [{model}]"):
         row = {f"solve_{arm}": float(ep.end_reason == "won"), f"return_{arm}": ep.ret}
         row.update(heldout.episode_form(ep) if arm == "no_hint" else {})
         out += [ItemScore(p.suite, p.tier, k, model, it.id, v, ep.end_reason) for k, v in row.items()]
