@@ -19,7 +19,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from spade_mini.model import PLAIN, Sampling, acting_as
+from spade_mini.model import PLAIN, Sampling, acting_as, continue_chats
 from spade_mini.regret import episode_return
 from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
@@ -145,8 +145,8 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
             if not live:
                 break
             with acting_as(policy, "agent"):
-                outs = policy.generate([episodes[i].messages for i in live], max_new_tokens,
-                                       temperature=temperature)
+                outs = continue_chats(policy, [episodes[i].messages for i in live], max_new_tokens,
+                                      temperature=temperature, keys=[id(episodes[i]) for i in live])
             still = []
             for i, out in zip(live, outs):
                 ep = episodes[i]
