@@ -12,8 +12,9 @@ Memory: each variant runs in a fresh subprocess, which resets its resident-set h
 (Linux: writing 5 to /proc/self/clear_refs) just before the scored call and reads VmHWM after
 it, so the number is the peak resident memory the call added; torch's CPU allocator returns
 large blocks to the system, so this sees every large tensor. Time: the better of two calls.
-A small hidden size keeps the run short on a CPU; the head's matmul grows with it, and the new
-path computes that matmul three times (forward, recompute, backward) instead of twice.
+A small hidden size keeps the run short on a CPU; the head's matmul grows with it. With the
+frozen head both paths do that matmul twice (the new one both times in the forward pass); a
+trained head would cost the new path a third (its chunk is recomputed in backward).
 Prints only; asserts nothing. Run with OMP_NUM_THREADS=1 on a shared CPU.
 """
 import argparse

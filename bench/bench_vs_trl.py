@@ -3,8 +3,8 @@
 Run: python bench/bench_vs_trl.py [--steps 3]. Needs `trl` (pip install -r requirements-bench.txt);
 without it, it prints one line and exits. The workload is the same for both: the embedded
 model (SmolLM2-135M-Instruct) in float32, LoRA r16 (alpha 32) on q/k/v/o, 2 prompts x 8
-generations x up to 64 new tokens per step, temperature 0.6 / top-k 20 / top-p 0.95, reward 1
-when the completion holds a digit, group-mean baseline without std scaling, one optimizer step
+generations x up to 64 new tokens per step, temperature 0.6 / top-k 20 / top-p 0.95, reward =
+digits in the completion (up to 4) / 4, group-mean baseline without std scaling, one optimizer step
 per batch (AdamW, lr 1e-5, clip 1.0), micro-batch 8, no gradient checkpointing, no KL term.
 
 The two trainers are interleaved in one run: a TRL callback runs one step of ours (with
@@ -28,7 +28,9 @@ TEMPERATURE, TOP_K, TOP_P = 0.6, 20, 0.95
 
 
 def reward(text: str) -> float:
-    return 1.0 if any(ch.isdigit() for ch in text) else 0.0
+    """Digits in the reply, up to 4: it varies within a group (a constant reward would give zero
+    advantages, and our update skips those, which would not be a fair comparison)."""
+    return min(sum(ch.isdigit() for ch in text), 4) / 4
 
 
 def trl_reward(completions, **kwargs) -> list[float]:
@@ -36,8 +38,9 @@ def trl_reward(completions, **kwargs) -> list[float]:
     return [reward(c[-1]["content"] if isinstance(c, list) else c) for c in completions]
 
 
-def our_step(policy, optimizer, go_on: bool) -> float:
-    """One step of ours on the workload: sample, reward, baseline, update. Returns seconds."""
+def our_step(policy, optimizer, go_on: bool) -> tuple[float, bool]:
+    """One step of ours on the workload: sample, reward, baseline, update.
+    Returns (seconds, whether the update was skipped)."""
     from spade_mini.regret import group_advantages
     from spade_mini.reinforce import Sample, update
     t0 = time.perf_counter()
@@ -46,8 +49,8 @@ def our_step(policy, optimizer, go_on: bool) -> float:
     outs = sample(chats, MAX_NEW_TOKENS)
     advantages = group_advantages([reward(o.text) for o in outs], [i // GENERATIONS for i in range(len(outs))])
     samples = [Sample(o.prompt_ids, o.completion_ids, a, "agent", o.sampling) for o, a in zip(outs, advantages)]
-    update(policy, samples, optimizer, micro_batch=MICRO_BATCH, max_grad_norm=1.0)
-    return time.perf_counter() - t0
+    stats = update(policy, samples, optimizer, micro_batch=MICRO_BATCH, max_grad_norm=1.0)
+    return time.perf_counter() - t0, stats.skipped is not None
 
 
 def main() -> None:
@@ -73,6 +76,7 @@ def main() -> None:
     optimizer = make_optimizer(policy.model, LR)
     path = str(embedded_checkpoint(cfg.cache_dir))
     times = {"trl": [], "ours, generate": [], "ours, continue_chats": []}
+    skips = []
 
     class Interleave(TrainerCallback):
         """After each TRL step, one step of each of ours; TRL's clock skips them."""
@@ -82,8 +86,10 @@ def main() -> None:
 
         def on_step_end(self, targs, state, control, **kwargs):
             times["trl"].append(time.perf_counter() - self.mark)
-            times["ours, generate"].append(our_step(policy, optimizer, go_on=False))
-            times["ours, continue_chats"].append(our_step(policy, optimizer, go_on=True))
+            for name, go_on in (("ours, generate", False), ("ours, continue_chats", True)):
+                seconds, skipped = our_step(policy, optimizer, go_on)
+                times[name].append(seconds)
+                skips.append(skipped)
             self.mark = time.perf_counter()
 
     steps = args.steps + 1
@@ -108,6 +114,7 @@ def main() -> None:
     mean = {k: sum(v[1:]) / len(v[1:]) for k, v in times.items()}
     for name, s in mean.items():
         print(f"  {name:<21} {s:6.2f} s/step   (steps: {', '.join(f'{x:.1f}' for x in times[name][1:])})")
+    print(f"  our updates skipped for zero advantages: {sum(skips)} of {len(skips)}")
     for name in ("ours, generate", "ours, continue_chats"):
         print(f"  TRL / {name}: {mean['trl'] / mean[name]:.2f}x")
 

@@ -175,7 +175,12 @@ def draw(logits: torch.Tensor, sampling: Sampling | None) -> tuple[torch.Tensor,
         drawn = z.argmax(-1)  # (b,)
     else:
         z = sampler_logits(logits, sampling)  # (b, V)
-        drawn = torch.multinomial(z.softmax(-1), 1).squeeze(-1)  # (b,)
+        n = int(torch.isfinite(z).sum(-1).max())  # the largest support of a row
+        if n < z.shape[-1]:  # draw among the n best only: the same distribution, a smaller draw
+            top, where = z.topk(n, dim=-1)  # (b, n), (b, n): every finite logit of every row
+            drawn = where.gather(-1, torch.multinomial(top.softmax(-1), 1)).squeeze(-1)  # (b,)
+        else:
+            drawn = torch.multinomial(z.softmax(-1), 1).squeeze(-1)  # (b,)
     logp = z.log_softmax(-1).gather(-1, drawn[:, None]).squeeze(-1)  # (b,)
     return drawn, logp
 

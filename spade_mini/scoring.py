@@ -177,9 +177,8 @@ class FrozenHeadLogprobs(torch.autograd.Function):
         logq = z.log_softmax(-1)  # (n, V), -inf off the support
         rows = torch.arange(len(targets), device=targets.device)  # (n,)
         if ctx.needs_input_grad[0]:
-            dz = -logq.exp()  # (n, V): -q
-            dz[rows, targets] += 1.0  # onehot - q
-            dz /= sampling.temperature
+            dz = logq.exp().mul_(-1.0 / sampling.temperature)  # (n, V): -q / T
+            dz[rows, targets] += 1.0 / sampling.temperature  # (onehot - q) / T
             if head.cap is not None:
                 dz *= 1 - torch.tanh(raw.float() / head.cap) ** 2
             ctx.save_for_backward(dz.to(m.weight.dtype) @ m.weight)  # (n, H)
@@ -196,7 +195,8 @@ def sampler_logits(logits: torch.Tensor, sampling: Sampling, keep: torch.Tensor 
     """(L, V) float32 logits of the sampler `sampling` describes: logits (L, V) / temperature,
     -inf outside its top-k / top-p support; the tokens `keep` (L,) stay in it whatever rounding
     says (a scored token was drawn, so it was inside)."""
-    z = logits.float() / sampling.temperature  # (L, V)
+    z = logits.float()  # (L, V)
+    z = z / sampling.temperature if sampling.temperature != 1.0 else z  # (L, V)
     if sampling.top_k or sampling.top_p < 1.0:
         support = sampling_support(z.detach(), sampling)  # (L, V)
         if keep is not None:

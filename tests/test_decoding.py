@@ -227,3 +227,25 @@ def test_draw_takes_its_log_prob_from_the_sampled_distribution(sampling):
         assert drawn.tolist() == logits.argmax(-1).tolist()
     want = sampled_logprobs(logits, drawn, sampling)
     torch.testing.assert_close(logp, want)
+
+
+@pytest.mark.parametrize("sampling", [Sampling(0.6, 20, 0.95), Sampling(1.0, 7, 1.0), Sampling(0.8, 0, 0.9),
+                                      Sampling(1.3, 0, 1.0)], ids=["truncated", "top_k", "top_p", "temperature"])
+def test_draw_samples_the_distribution_that_is_scored(sampling):
+    """The sampler's frequencies over many draws match the scored distribution token by token,
+    and nothing outside the scored support is ever drawn."""
+    torch.manual_seed(0)
+    V, draws = 40, 40_000
+    logits = torch.randn(V) * 2  # (V,)
+    scored = decoding.sampler_logits(logits[None], sampling).log_softmax(-1)[0].exp()  # (V,)
+    support = scored > 0  # (V,)
+    everything = torch.arange(V)[support]  # the scored log-prob of each token that can be drawn
+    torch.testing.assert_close(sampled_logprobs(logits.expand(len(everything), V), everything, sampling).exp(),
+                               scored[support])
+    drawn, _ = decoding.draw(logits.expand(draws, V), sampling)  # (draws,)
+    freq = torch.bincount(drawn, minlength=V).float() / draws  # (V,)
+    assert freq[~support].sum() == 0
+    truncating = sampling.top_k or sampling.top_p < 1.0
+    assert (1 < support.sum() < V) if truncating else support.all()  # a real cut, or none
+    sigma = (scored * (1 - scored) / draws).sqrt()  # (V,) binomial standard deviation
+    assert ((freq - scored).abs() <= 5 * sigma + 1e-9).all(), (freq - scored).abs().max()
