@@ -2,6 +2,7 @@
 #   make train [ARGS="--iterations 5"]   set up .venv, then run python train.py
 #   make test                            set up .venv, then run the test suite
 #   make eval [ARGS="--preset cpu-smoke"] held-out evaluation (installs the benchmark packages)
+#   make demo [ARGS="--iterations 20"]   a learning curve on the CPU (bench/learning_curve.py)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 TSTAMP  := .venv/.installed-test
@@ -9,7 +10,7 @@ ESTAMP  := .venv/.installed-eval
 EMBED   := .venv/.embedded
 ARGS    ?=
 
-.PHONY: train test eval setup
+.PHONY: train test eval demo setup
 train: $(STAMP) $(EMBED)
 	$(PY) train.py $(ARGS)
 
@@ -18,6 +19,9 @@ test: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)
 
 eval: $(STAMP) $(ESTAMP) $(EMBED)
 	$(PY) eval.py $(ARGS)
+
+demo: $(STAMP) $(EMBED)
+	$(PY) bench/learning_curve.py $(ARGS)
 
 setup: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)
 

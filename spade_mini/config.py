@@ -68,6 +68,8 @@ class Config:
     """An episode whose chat would grow past this many tokens ends truncated."""
     max_turns: int = 25
     """Turn cap of an episode."""
+    agent_template: str = "reasoning"
+    """Agent prompt: 'reasoning' (the paper's: reason step by step, then \\boxed{}) or 'answer' (reply with the action only; a small model finishes its turns)."""
 
     # --- SPADE -------------------------------------------------------------------------------
     setting: str = "games"
@@ -85,9 +87,11 @@ class Config:
     designer_reward: str = "regret"
     """'regret' (max(0, regret), see --regret-estimator), 'blend', 'solve_rate' or 'learning_potential'."""
     regret_estimator: str = "debiased"
-    """How the 'regret' reward reads K paired seeds: 'debiased' (max(0, regret) minus what a useless hint would score at that solve rate and K) or 'clipped' (the paper's max(0, regret))."""
+    """How the 'regret' reward reads K paired seeds: 'debiased' (max(0, regret) minus what the same paired differences score with random signs, i.e. under a useless hint) or 'clipped' (the paper's max(0, regret))."""
     invalid_reward: float = -1.0
-    """Designer reward of an invalid environment."""
+    """Designer reward of an invalid environment ('constant' mode), or the bound below every graded one."""
+    invalid_reward_mode: str = "graded"
+    """'graded' (an invalid design earns more the further validation got, always below any valid design) or 'constant' (--invalid-reward for all)."""
     drop_invalid: bool = False
     """Drop invalid designs from the designer update instead of penalising them."""
     designer_weight: float = 1.0
@@ -97,7 +101,7 @@ class Config:
     return_mode: str = "last"
     """Episode return: 'last' (last reward if terminated, else 0) or 'sum' (of rewards); both clipped to [-1, 1]."""
     crash_reward: float = -1.0
-    """Return of an episode whose environment crashed in step()."""
+    """Return recorded for an episode whose environment crashed (logged only: the crash counts against the design, and such episodes train neither role)."""
     corpus: str = "default"
     """Grounding documents: 'default' (bundled), a .jsonl file, a folder of .txt files, or 'hf:<dataset>'."""
     corpus_max_words: int = 300
@@ -108,12 +112,28 @@ class Config:
     """Turn the environment memory off."""
     memory_size: int = 200
     """Environments kept in memory (oldest evicted)."""
+    memory_references: int = 2
+    """Same-skill reference environments shown in each designer prompt."""
     no_designer_training: bool = False
     """Train only the agent; the designer still designs."""
     fixed_pool: bool = False
     """Baseline: the agent trains on the hand-written example environments; no designer."""
     step_timeout_s: float = 5.0
     """Wall-clock limit of one environment call in the sandbox."""
+
+    # --- warm start and evaluation during training --------------------------------------------
+    warm_start_steps: int = 0
+    """Supervised steps on the bundled example environments before self-play (0: none)."""
+    warm_start_lr: float = 3e-4
+    """Learning rate of the warm start (its own AdamW; self-play starts a fresh one)."""
+    warm_start_designs: int = 2
+    """Designer samples (prompt -> an example's source) per warm-start step."""
+    warm_start_turns: int = 8
+    """Agent samples (one turn of an example played by its solution) per warm-start step."""
+    eval_every: int = 0
+    """Every this many iterations, play the example environments on fixed fresh seeds without a hint and log the return (0: never)."""
+    eval_seeds: int = 2
+    """Seeds per example environment in that evaluation."""
 
     # --- optimisation ------------------------------------------------------------------------
     lr: float = 1e-5
@@ -161,6 +181,13 @@ class Config:
         if self.full_finetune and self.quantize != "none":
             raise ConfigError("--full-finetune trains every weight, which 4-bit weights cannot hold; "
                               "add --quantize none.")
+        if self.invalid_reward_mode == "graded" and not self.drop_invalid:
+            from spade_mini.regret import lowest_valid_reward  # pure arithmetic, no torch
+            floor = lowest_valid_reward(self.designer_reward, self.regret_estimator)
+            if self.invalid_reward >= floor:
+                raise ConfigError(f"graded invalid rewards must stay below {floor}, the least a valid "
+                                  f"design can earn; lower --invalid-reward (now {self.invalid_reward}) "
+                                  "or use --invalid-reward-mode constant.")
         if self.full_finetune and self.separate_adapters:
             raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
                               "fine-tuning has none of; drop one of the two flags.")
@@ -177,21 +204,29 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "hint_source": ("policy", "env"),
     "designer_reward": ("regret", "blend", "solve_rate", "learning_potential"),
     "regret_estimator": ("debiased", "clipped"),
+    "invalid_reward_mode": ("graded", "constant"),
+    "agent_template": ("reasoning", "answer"),
     "return_mode": ("last", "sum"),
     "report_to": ("none", "tensorboard", "wandb"),
 }
 
 # Presets only list what differs from the defaults above.
 PRESETS: dict[str, dict] = {
-    # A few iterations of the whole loop on a 2-core CPU in minutes. Quantization is off because
-    # 4-bit decoding is slower on CPU and saves little memory on a 135M model.
+    # A few iterations of the whole loop on a 2-core CPU in minutes, sized so that the 135M
+    # embedded model really plays and learns: a warm start on the examples, the short "answer"
+    # agent prompt (turns end with EOS), one memory reference per prompt, and budgets that fit
+    # the compact examples. Quantization is off: 4-bit decoding is slower on CPU and saves little
+    # memory on a 135M model.
     "cpu-smoke": dict(
-        model="embedded", quantize="none", iterations=3, designs_per_iteration=4,
-        plays_per_design=2, design_max_new_tokens=384, hint_max_new_tokens=48,
-        turn_max_new_tokens=48, max_turns=3, max_context_tokens=2048, corpus_max_words=60,
-        save_every=1, lora_r=8, lora_alpha=16, lr=1e-4, hint_source="env", micro_batch=4,
+        model="embedded", quantize="none", iterations=3, designs_per_iteration=2,
+        plays_per_design=2, design_max_new_tokens=400, hint_max_new_tokens=48,
+        turn_max_new_tokens=24, max_turns=6, max_context_tokens=2048, corpus_max_words=60,
+        save_every=1, lora_r=16, lora_alpha=32, lr=1e-4, hint_source="env", micro_batch=4,
+        agent_template="answer", memory_references=1, warm_start_steps=6, warm_start_lr=3e-4,
+        warm_start_designs=2, warm_start_turns=8,
     ),
-    # The paper's smallest model, in 4-bit with LoRA, on one GPU.
+    # The paper's smallest model, in 4-bit with LoRA, on one GPU; the paper's agent prompt
+    # ("reasoning"), no warm start (an instruct model of this size needs none).
     "gpu": dict(
         model="Qwen/Qwen3-4B-Instruct-2507", quantize="4bit", iterations=400,
         designs_per_iteration=24, plays_per_design=8, design_max_new_tokens=4096,

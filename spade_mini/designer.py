@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from spade_mini.corpus import Corpus, Document
 from spade_mini.memory import EnvRecord, Memory, env_title
+from spade_mini.novelty import fingerprint, known_fingerprints
 
 if TYPE_CHECKING:  # for annotations only: model.py imports torch, sandbox.py may be absent
     from spade_mini.model import Completion
@@ -180,10 +181,11 @@ def designer_prompt(skill: Skill, document: Document | None, memory_block: str) 
     setting = "game" if skill.setting == "games" else "tool-use"
     parts.append(f"Write a {setting} environment that trains {skill.name}: {skill.description}. "
                  + CONTRACT[skill.setting] + "\n" + RULES.format(turns=MAX_TURNS))
-    example = GAME_EXAMPLE if skill.setting == "games" else TOOL_EXAMPLE
-    parts.append(f"A short complete example:\n```python\n{example}\n```")
     if memory_block:
         parts.append(memory_block)
+    if "<REFERENCE_ENVIRONMENTS>" not in memory_block:  # references are whole environments
+        example = GAME_EXAMPLE if skill.setting == "games" else TOOL_EXAMPLE
+        parts.append(f"A short complete example:\n```python\n{example}\n```")
     parts.append(f"Now write a NEW environment for {skill.name} as one ```python block.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
@@ -252,22 +254,26 @@ class Design:
     reasons: list[str]  # why it is invalid (empty when valid)
     prompt_tokens: int
     attempt: int  # 1 for the first try of this slot
+    stage: str = "valid"  # how far validation got: "valid", or where it failed (regret.INVALID_STAGES)
+    reward: float | None = None  # the designer reward it earned, set by the loop (None: dropped)
 
 
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,
                         rng: random.Random, *, max_new_tokens: int, temperature: float,
                         iteration: int, limits: SandboxLimits | None = None, retries: int = 0,
-                        workers: int = 2) -> list[Design]:
+                        workers: int = 2, references: int = 2) -> list[Design]:
     """One design per entry of `skills`; invalid slots are re-generated up to `retries` times
-    with a fresh document, and the last attempt of each slot is returned."""
+    with a fresh document, and the last attempt of each slot is returned. A design that copies
+    a known environment (novelty.py) is invalid with reason `duplicate`."""
     from spade_mini.model import acting_as
+    known = known_fingerprints(_known_sources(memory))
     designs: list[Design | None] = [None] * len(skills)
     pending = list(range(len(skills)))
     for attempt in range(1, retries + 2):
         chats, doc_ids = [], []
         for slot in pending:
             doc = corpus.sample(rng) if corpus is not None else None
-            block = memory.render(memory.select(skills[slot].key, rng)) if memory else ""
+            block = memory.render(memory.select(skills[slot].key, rng, references)) if memory else ""
             chats.append(designer_prompt(skills[slot], doc, block))
             doc_ids.append(doc.id if doc else None)
         with acting_as(policy, "designer"):
@@ -276,18 +282,38 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
         validations = _validate_all(sources, limits, workers)
         for i, slot in enumerate(pending):
             validation, completion = validations[i], completions[i]
+            design_id = f"it{iteration:04d}-{slot:02d}"
             reasons = [NO_CLASS] if validation is None else list(validation.reasons)
-            valid = validation is not None and validation.ok
+            stage = "no_code" if validation is None else validation.stage
+            if stage == "valid":
+                fp = fingerprint(sources[i])
+                if fp in known:
+                    stage, reasons = "duplicate", [f"duplicate: the same environment as {known[fp]} "
+                                                   "up to names, comments and docstrings"]
+                else:
+                    known[fp] = design_id  # a later slot copying this one is a duplicate too
+            valid = stage == "valid"
             if not valid and not completion.finished:
                 reasons.append(f"reply cut off at {max_new_tokens} new tokens")
             designs[slot] = Design(
-                f"it{iteration:04d}-{slot:02d}", iteration, skills[slot], doc_ids[i], chats[i],
-                completion, sources[i], validation, valid, [] if valid else reasons,
-                len(completion.prompt_ids), attempt)
+                design_id, iteration, skills[slot], doc_ids[i], chats[i], completion, sources[i],
+                validation, valid, [] if valid else reasons, len(completion.prompt_ids), attempt,
+                stage)
         pending = [slot for slot in pending if not designs[slot].valid]
         if not pending:
             break
     return designs
+
+
+def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
+    """What a new design must differ from: the prompt's examples, the bundled examples, and every
+    valid environment in memory."""
+    from spade_mini.envs import EXAMPLES
+    known = [("the prompt's example", GAME_EXAMPLE), ("the prompt's example", TOOL_EXAMPLE)]
+    known += [(f"example {e.name}", src) for e in EXAMPLES for src in (e.source, e.design_source)]
+    if memory is not None:
+        known += [(r.id, r.source) for r in memory.records if r.valid]
+    return known
 
 
 def _validate_all(sources: list[str | None], limits: SandboxLimits | None,

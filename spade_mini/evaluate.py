@@ -1,35 +1,49 @@
 """Held-out evaluation: does what the agent learned in self-designed environments transfer?
 
 Suites: `heldout` (the hand-written HELDOUT environments, played by the same `play_episodes` as
-training, without a hint and with one as an upper bound), `reasoning_gym`, `humaneval` and `bfcl`
-(one-turn benchmarks from benchmarks.py, generated in batched calls). Every score is in [0, 1]
-except returns. Each metric gets a 95% confidence interval: the Wilson score interval when all
-its scores are 0 or 1 (solve rate, pass@1, accuracy), else the normal approximation (mean return).
-Results go to `<out>/results.json`, `results.md` (a suite x model table) and `results.png`.
-Omitted: pass@k for k > 1, significance tests between models, and BFCL multi-turn.
+training), `reasoning_gym`, `humaneval` and `bfcl` (one-turn benchmarks from benchmarks.py,
+generated in batched calls). Each suite has two tiers. `full` is the benchmark as published, and
+held-out plays a hint arm on the same seeds as an upper bound. `easy` is what a small model can
+move on: benchmarks.py's easy items, the held-out games at an easy level (EASY_LEVELS) and the
+tool-use ones allowing retries, no-hint arm only. Every tier also scores the replies' form:
+`form` (in the shape the scorer reads: a box, a tool call, a function), `eos` (the turn ended by
+itself rather than being cut) and, in tool use, `invalid_action` (lower is better).
+
+Pairing: the items of each (suite, tier) are built once, before any model plays (`Plan`), and
+every model is scored on exactly those items and seeds, so eval_report.py can compare models
+item by item. `budget_minutes` sizes n per (suite, tier) from the seconds per item the first
+model takes on a short probe (its scores are discarded).
+Omitted: pass@k for k > 1, BFCL multi-turn, and sampling seeds shared across models (eval
+decodes greedily by default, which needs none).
 """
 from __future__ import annotations
 
 import dataclasses
 import gc
 import json
-import math
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
 
 from spade_mini import benchmarks as bm
-from spade_mini.agent import Job, play_episodes
-from spade_mini.sandbox import SandboxLimits
+from spade_mini import heldout
+from spade_mini.model import acting_as
 
 SUITES = ("heldout", "reasoning_gym", "humaneval", "bfcl")
+TIERS = bm.TIERS
+SIZE_FIELDS = {"heldout": "heldout_seeds", "reasoning_gym": "rg_items", "humaneval": "humaneval_items",
+               "bfcl": "bfcl_items"}
+MAX_BUDGET_ITEMS = 2000  # n that --budget-minutes may choose for one (suite, tier), at most
+clock = time.perf_counter  # seconds; the budget's probes read this one
 
 
 @dataclass
 class EvalSettings:
     suites: list[str] = field(default_factory=lambda: list(SUITES))
+    tiers: list[str] = field(default_factory=lambda: list(TIERS))
     seed: int = 0                      # seeds every environment and generated item
     heldout_seeds: int = 8             # K episodes per held-out environment and arm
     rg_items: int = 300
@@ -40,19 +54,21 @@ class EvalSettings:
     temperature: float = 0.0           # greedy by default
     batch_size: int = 64               # chats per generate call in one-turn suites
     humaneval_timeout_s: float = 5.0
+    budget_minutes: float | None = None  # size n per (suite, tier) to fit this, all models together
+    probe_items: int = 4               # items timed per one-turn (suite, tier) for the budget
 
 
 # Sizes per config preset; flags override them.
 EVAL_PRESETS = {
-    "cpu-smoke": dict(heldout_seeds=2, rg_items=12, humaneval_items=4, bfcl_items=4,
+    "cpu-smoke": dict(tiers=["easy"], heldout_seeds=6, rg_items=96, humaneval_items=37, bfcl_items=48,
                       answer_max_new_tokens=48, code_max_new_tokens=128, batch_size=16),
     "gpu": dict(),
 }
 
-
 @dataclass
 class ItemScore:
     suite: str
+    tier: str
     metric: str
     model: str
     item: str
@@ -61,125 +77,141 @@ class ItemScore:
 
 
 @dataclass
-class Metric:
+class Plan:
     suite: str
-    metric: str
-    model: str
-    n: int
-    mean: float
-    low: float
-    high: float
-    ci: str  # "wilson" | "normal"
+    tier: str
+    items: list[bm.Item]  # the same list for every model of one evaluation
 
 
-def interval(scores: list[float], z: float = 1.96) -> tuple[float, float, float, str]:
-    """(mean, low, high, method): Wilson for 0/1 scores, else mean +- z * standard error."""
-    n = len(scores)
-    if n == 0:
-        return float("nan"), float("nan"), float("nan"), "none"
-    mean = sum(scores) / n
-    if all(s in (0.0, 1.0) for s in scores):
-        denom = 1 + z * z / n
-        centre = (mean + z * z / (2 * n)) / denom
-        half = z * math.sqrt(mean * (1 - mean) / n + z * z / (4 * n * n)) / denom
-        return mean, max(0.0, centre - half), min(1.0, centre + half), "wilson"
-    var = sum((s - mean) ** 2 for s in scores) / max(1, n - 1)
-    half = z * math.sqrt(var / n)
-    return mean, mean - half, mean + half, "normal"
+def plan(suite: str, tier: str, n: int, seed: int, envs=None) -> Plan:
+    """The items of one (suite, tier): n items (held-out: n seeds of every environment)."""
+    if suite == "heldout":
+        return Plan(suite, tier, heldout.heldout_items(tier, n, seed, envs))
+    items = {"reasoning_gym": lambda: bm.reasoning_gym_items(n, seed, tier),
+             "humaneval": lambda: bm.humaneval_items(n, tier), "bfcl": lambda: bm.bfcl_items(n, tier)}
+    return Plan(suite, tier, items[suite]())
 
 
-def summarize(scores: list[ItemScore]) -> list[Metric]:
-    groups: dict[tuple[str, str, str], list[float]] = {}
-    for s in scores:
-        groups.setdefault((s.suite, s.metric, s.model), []).append(s.score)
-    return [Metric(suite, metric, model, len(v), *interval(v)) for (suite, metric, model), v in groups.items()]
+# --- held-out ------------------------------------------------------------------------------------
 
-
-# --- suites --------------------------------------------------------------------------------------
-
-def heldout_suite(policy, cfg, st: EvalSettings, model: str, envs=None) -> list[ItemScore]:
-    """Every HELDOUT environment (or `envs`) x K seeds, no-hint and hint arms on the same seeds."""
-    from spade_mini.designer import generate_hints
-    from spade_mini.envs import HELDOUT
-    pool = HELDOUT if envs is None else envs
-    hints: list[str | None] = [None] * len(pool)  # None: the environment's own hint()
-    if cfg.hint_source == "policy":
-        hints = generate_hints(policy, [e.source for e in pool], [e.setting for e in pool],
-                               cfg.hint_max_new_tokens, temperature=cfg.hint_temperature)
-    settings = sorted({e.setting for e in pool})
-    bar = tqdm(total=cfg.max_turns * len(settings), desc=f"heldout [{model}]", unit="turn")
-    episodes = []
-    for setting in settings:  # one batch per setting: tool-use prompts are much longer,
-        group = [(e, h) for e, h in zip(pool, hints) if e.setting == setting]  # so less padding
-        jobs = [Job(env.source, st.seed * 1000 + k, arm, hint if arm == "hint" else None, env.name)
-                for env, hint in group for k in range(st.heldout_seeds) for arm in ("no_hint", "hint")]
-        episodes += play_episodes(policy, jobs, max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
-                                  max_context_tokens=cfg.max_context_tokens,
-                                  limits=SandboxLimits(call_timeout_s=cfg.step_timeout_s),
-                                  return_mode=cfg.return_mode, crash_reward=cfg.crash_reward,
-                                  temperature=st.temperature, on_turn=lambda turn, live: bar.update(1))
-        bar.update(cfg.max_turns * (settings.index(setting) + 1) - bar.n)  # episodes may end early
-    bar.close()
+def heldout_scores(policy, cfg, st: EvalSettings, p: Plan, model: str) -> list[ItemScore]:
+    """Solve and return per arm; the form shares of the no-hint episodes (heldout.episode_form)."""
+    arms = ("no_hint", "hint") if p.tier == "full" else ("no_hint",)
     out = []
-    for ep in episodes:
-        item = f"{ep.job.design_id}/seed{ep.job.seed}"
-        out.append(ItemScore("heldout", f"return_{ep.job.arm}", model, item, ep.ret, ep.end_reason))
-        out.append(ItemScore("heldout", f"solve_{ep.job.arm}", model, item, float(ep.end_reason == "won"), ep.end_reason))
+    for it, arm, ep in heldout.play_heldout(policy, cfg, p.items, arms, st.temperature, f"heldout {p.tier} [{model}]"):
+        row = {f"solve_{arm}": float(ep.end_reason == "won"), f"return_{arm}": ep.ret}
+        row.update(heldout.episode_form(ep) if arm == "no_hint" else {})
+        out += [ItemScore("heldout", p.tier, k, model, it.id, v, ep.end_reason) for k, v in row.items()]
     return out
 
 
-def generate_all(policy, items: list[bm.Item], max_new_tokens: int, st: EvalSettings, desc: str) -> list[str]:
-    """Replies to every item, `batch_size` chats per batched generate call."""
-    texts = []
+# --- one-turn suites -----------------------------------------------------------------------------
+
+def generate_all(policy, items: list[bm.Item], max_new_tokens: int, st: EvalSettings, desc: str) -> list:
+    """Completions of every item, `batch_size` chats per batched generate call."""
+    outs = []
     for start in tqdm(range(0, len(items), st.batch_size), desc=desc, unit="batch"):
         chats = [it.chat for it in items[start:start + st.batch_size]]
-        texts += [c.text for c in policy.generate(chats, max_new_tokens, temperature=st.temperature)]
-    return texts
+        with acting_as(policy, "agent"):
+            outs += policy.generate(chats, max_new_tokens, temperature=st.temperature)
+    return outs
 
 
-def reasoning_gym_suite(policy, cfg, st: EvalSettings, model: str) -> list[ItemScore]:
-    items = bm.reasoning_gym_items(st.rg_items, st.seed)
-    texts = generate_all(policy, items, st.answer_max_new_tokens, st, f"reasoning_gym [{model}]")
-    return [ItemScore("reasoning_gym", "accuracy", model, it.id, bm.score_reasoning_gym(it, t), t[-200:])
-            for it, t in zip(items, texts)]
+def rows(p: Plan, model: str, item: bm.Item, detail: str, **metrics: float) -> list[ItemScore]:
+    return [ItemScore(p.suite, p.tier, k, model, item.id, float(v), detail) for k, v in metrics.items()]
 
 
-def humaneval_suite(policy, cfg, st: EvalSettings, model: str) -> list[ItemScore]:
-    items = bm.humaneval_items(st.humaneval_items)
-    texts = generate_all(policy, items, st.code_max_new_tokens, st, f"humaneval [{model}]")
+def reasoning_gym_scores(policy, cfg, st: EvalSettings, p: Plan, model: str) -> list[ItemScore]:
+    outs = generate_all(policy, p.items, st.answer_max_new_tokens, st, f"reasoning_gym {p.tier} [{model}]")
+    loose = p.tier == "easy"  # the easy tier reads an unboxed answer too; `form` counts the boxes
+    return [s for it, o in zip(p.items, outs) for s in rows(
+        p, model, it, o.text[-200:], accuracy=bm.score_reasoning_gym(it, o.text, loose=loose),
+        form=bm.boxed_form(o.text), eos=o.finished)]
+
+
+def humaneval_scores(policy, cfg, st: EvalSettings, p: Plan, model: str) -> list[ItemScore]:
+    outs = generate_all(policy, p.items, st.code_max_new_tokens, st, f"humaneval {p.tier} [{model}]")
     out = []
-    for it, t in tqdm(list(zip(items, texts)), desc=f"humaneval tests [{model}]", unit="problem"):
-        score, why = bm.run_humaneval(it.data, t, st.humaneval_timeout_s)
-        out.append(ItemScore("humaneval", "pass@1", model, it.id, score, why))
+    for it, o in tqdm(list(zip(p.items, outs)), desc=f"humaneval tests [{model}]", unit="problem"):
+        score, why = bm.run_humaneval(it.data, o.text, st.humaneval_timeout_s)
+        out += rows(p, model, it, why, **{"pass@1": score}, form=bm.code_form(it.data, o.text), eos=o.finished)
     return out
 
 
-def bfcl_suite(policy, cfg, st: EvalSettings, model: str) -> list[ItemScore]:
-    items = bm.bfcl_items(st.bfcl_items)
-    texts = generate_all(policy, items, st.answer_max_new_tokens, st, f"bfcl [{model}]")
+def bfcl_scores(policy, cfg, st: EvalSettings, p: Plan, model: str) -> list[ItemScore]:
+    outs = generate_all(policy, p.items, st.answer_max_new_tokens, st, f"bfcl {p.tier} [{model}]")
     out = []
-    for it, t in zip(items, texts):
-        ok, why = bm.check_call(bm.parse_call(t), it.data["ground_truth"])
-        out.append(ItemScore("bfcl", it.data["category"], model, it.id, float(ok), why))
+    for it, o in zip(p.items, outs):
+        call = bm.parse_call(o.text)
+        ok, why = bm.check_call(call, it.data["ground_truth"])
+        extra = {}
+        if p.tier == "easy":
+            extra["function_named"] = bm.names_function(o.text, it.data["ground_truth"], it.data["functions"])
+        out += rows(p, model, it, f"{why}: {o.text[-200:]}", **{it.data["category"]: ok}, **extra,
+                    form=call is not None, eos=o.finished)
     return out
 
 
-SUITE_FNS = {"heldout": heldout_suite, "reasoning_gym": reasoning_gym_suite,
-             "humaneval": humaneval_suite, "bfcl": bfcl_suite}
+SCORERS = {"heldout": heldout_scores, "reasoning_gym": reasoning_gym_scores,
+           "humaneval": humaneval_scores, "bfcl": bfcl_scores}
 
 
-def evaluate(policy, cfg, st: EvalSettings, model: str, skipped: dict[str, str]) -> list[ItemScore]:
-    """All requested suites for one model; a suite whose package is missing is skipped (recorded)."""
-    scores = []
+# --- plans, budget and the run -------------------------------------------------------------------
+
+def make_plans(st: EvalSettings, skipped: dict[str, str], sizes: dict | None = None) -> list[Plan]:
+    """Every requested (suite, tier); a suite whose package is missing is skipped (recorded)."""
+    plans = []
     for suite in st.suites:
-        if suite in skipped:
-            continue
-        try:
-            scores += SUITE_FNS[suite](policy, cfg, st, model)
-        except bm.MissingBenchmark as e:
-            print(f"skipping {suite}: {e}", file=sys.stderr)
-            skipped[suite] = str(e)
-    return scores
+        for tier in st.tiers:
+            n = (sizes or {}).get((suite, tier), getattr(st, SIZE_FIELDS[suite]))
+            try:
+                plans.append(plan(suite, tier, n, st.seed))
+            except bm.MissingBenchmark as e:
+                print(f"skipping {suite}: {e}", file=sys.stderr)
+                skipped[suite] = str(e)
+                break
+    return plans
+
+
+def budget_sizes(policy, cfg, st: EvalSettings, plans: list[Plan], n_models: int) -> dict:
+    """n per (suite, tier) so every model fits in st.budget_minutes: each (suite, tier) gets an
+    equal share of what the probes left, divided by its measured seconds per item."""
+    t0 = clock()
+    per_item = {}
+    for p in plans:
+        n = 1 if p.suite == "heldout" else st.probe_items  # one seed already plays every environment
+        start = clock()
+        SCORERS[p.suite](policy, cfg, st, plan(p.suite, p.tier, n, st.seed), "probe")
+        per_item[(p.suite, p.tier)] = (clock() - start) / n
+    share_s = max(0.0, st.budget_minutes * 60 - (clock() - t0)) / max(1, len(plans) * n_models)
+    sizes = {}
+    for (suite, tier), s in per_item.items():
+        sizes[(suite, tier)] = max(1, min(MAX_BUDGET_ITEMS, int(share_s / s)))
+        print(f"budget: {suite}/{tier} {s:.2f}s per {'seed' if suite == 'heldout' else 'item'} -> n={sizes[(suite, tier)]}")
+    return sizes
+
+
+def evaluate(policy, cfg, st: EvalSettings, plans: list[Plan], model: str) -> list[ItemScore]:
+    return [s for p in plans for s in SCORERS[p.suite](policy, cfg, st, p, model)]
+
+
+def run_all(cfg, st: EvalSettings, specs, out_dir: Path, load=None) -> dict:
+    """Plan once, then score every model on the same plans; write the results."""
+    from spade_mini.eval_report import print_power, write_results
+    load = load or load_model
+    scores: list[ItemScore] = []
+    skipped: dict[str, str] = {}
+    plans = make_plans(st, skipped)
+    for i, (name, ckpt) in enumerate(specs):
+        policy = load(cfg, ckpt)
+        if i == 0 and st.budget_minutes is not None:
+            plans = make_plans(st, skipped, budget_sizes(policy, cfg, st, plans, len(specs)))
+        scores += evaluate(policy, cfg, st, plans, name)
+        if i == 0:
+            print_power(scores, name)  # what the comparisons to come can detect
+        del policy
+        gc.collect()
+    return write_results(out_dir, cfg, st, [n for n, _ in specs], scores, skipped)
 
 
 # --- models --------------------------------------------------------------------------------------
@@ -205,79 +237,3 @@ def load_model(cfg, checkpoint: str | None):
     policy = load_policy(Config(**{**values, "device": cfg.device, "cache_dir": cfg.cache_dir}))
     load_trainable(policy, checkpoint)
     return policy
-
-
-def run_all(cfg, st: EvalSettings, specs, out_dir: Path, load=load_model) -> dict:
-    scores: list[ItemScore] = []
-    skipped: dict[str, str] = {}
-    for name, ckpt in specs:
-        policy = load(cfg, ckpt)
-        scores += evaluate(policy, cfg, st, name, skipped)
-        del policy
-        gc.collect()
-    return write_results(out_dir, cfg, st, [n for n, _ in specs], scores, skipped)
-
-
-# --- outputs -------------------------------------------------------------------------------------
-
-def write_results(out_dir: Path, cfg, st: EvalSettings, models: list[str], scores: list[ItemScore],
-                  skipped: dict[str, str]) -> dict:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = summarize(scores)
-    result = {"models": models, "settings": dataclasses.asdict(st),
-              "config": cfg.to_dict() if hasattr(cfg, "to_dict") else {}, "skipped": skipped,
-              "metrics": [dataclasses.asdict(m) for m in metrics],
-              "items": [dataclasses.asdict(s) for s in scores]}
-    (out_dir / "results.json").write_text(json.dumps(result, indent=1))
-    (out_dir / "results.md").write_text(markdown_table(metrics, models, skipped))
-    bar_plot(metrics, models, out_dir / "results.png")
-    return result
-
-
-def markdown_table(metrics: list[Metric], models: list[str], skipped: dict[str, str] | None = None) -> str:
-    cells = {(m.suite, m.metric, m.model): m for m in metrics}
-    rows = _rows(metrics)
-    lines = ["| suite / metric | " + " | ".join(models) + " |", "|---|" + "---|" * len(models)]
-    for suite, metric in rows:
-        row = []
-        for model in models:
-            m = cells.get((suite, metric, model))
-            row.append("-" if m is None else f"{m.mean:.3f} [{m.low:.2f}, {m.high:.2f}] n={m.n}")
-        lines.append(f"| {suite} / {metric} | " + " | ".join(row) + " |")
-    lines += ["", "Mean [95% CI]: Wilson score interval when every score in the cell is 0 or 1 (solve, "
-              "pass@1, accuracy, BFCL; returns that are all 0/1), else the normal approximation."]
-    lines += [f"Skipped {s}: {why}" for s, why in (skipped or {}).items()]
-    return "\n".join(lines) + "\n"
-
-
-def _rows(metrics: list[Metric]) -> list[tuple[str, str]]:
-    """(suite, metric) pairs in suite order, then by metric name."""
-    return sorted({(m.suite, m.metric) for m in metrics},
-                  key=lambda r: (SUITES.index(r[0]) if r[0] in SUITES else len(SUITES), r[1]))
-
-
-def bar_plot(metrics: list[Metric], models: list[str], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    rows = _rows(metrics)
-    cells = {(m.suite, m.metric, m.model): m for m in metrics}
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(rows) * max(1, len(models))), 4))
-    width = 0.8 / max(1, len(models))
-    for j, model in enumerate(models):
-        xs, ys, errs = [], [], [[], []]
-        for i, row in enumerate(rows):
-            m = cells.get((*row, model))
-            if m is not None:
-                xs.append(i + j * width)
-                ys.append(m.mean)
-                errs[0].append(max(0.0, m.mean - m.low))
-                errs[1].append(max(0.0, m.high - m.mean))
-        ax.bar(xs, ys, width, yerr=errs, capsize=3, label=model)
-    ax.set_xticks([i + width * (len(models) - 1) / 2 for i in range(len(rows))])
-    ax.set_xticklabels([f"{s}\n{m}" for s, m in rows], fontsize=7, rotation=30, ha="right")
-    ax.set_ylabel("score (95% CI)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

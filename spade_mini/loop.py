@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 from spade_mini.agent import Job, play_episodes
 from spade_mini.designer import design_environments, design_record, generate_hints, skill_schedule
-from spade_mini.regret import LearningPotential, apply_invalid_policy, group_advantages, score_design
+from spade_mini.learning_potential import LearningPotential
+from spade_mini.plays import score_playables
+from spade_mini.regret import apply_invalid_policy, group_advantages, lowest_valid_reward
 from spade_mini.reinforce import Sample, update
 from spade_mini.sandbox import SandboxLimits
 
@@ -47,6 +49,7 @@ class Playable:
     setting: str
     source: str
     design: object | None = None   # the Design, when the designer wrote it
+    has_hint: bool = True          # defines hint() (every bundled environment does)
 
 
 def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, list, dict]:
@@ -71,8 +74,9 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         designs = design_environments(policy, skills, state.corpus, state.memory, state.rng,
                                       max_new_tokens=cfg.design_max_new_tokens,
                                       temperature=cfg.temperature, iteration=it, limits=limits,
-                                      retries=cfg.design_retries)
-        playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d) for d in designs if d.valid]
+                                      retries=cfg.design_retries, references=cfg.memory_references)
+        playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, d.validation.has_hint)
+                     for d in designs if d.valid]
     times["design"] = time.time() - t
     valid_fraction = len(playables) / len(designs) if designs else 1.0
     say("hint", valid=valid_fraction)
@@ -86,42 +90,40 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         hints = [None] * len(playables)
     times["hint"] = time.time() - t
 
-    # 3. play K paired seeds per environment in both arms, all episodes in one lockstep batch
+    # 3. play K paired seeds per environment in both arms, all episodes in one lockstep batch;
+    #    an environment without a hint plays only the no-hint arm (its hint arm would be noise)
     t = time.time()
     say("play", valid=valid_fraction)
     jobs = []
     for p, hint in zip(playables, hints):
+        hinted = bool(hint) or (hint is None and p.has_hint)
         for seed in [state.rng.randrange(2**31) for _ in range(cfg.plays_per_design)]:
             jobs.append(Job(p.source, seed, "no_hint", None, p.id))
-            jobs.append(Job(p.source, seed, "hint", hint, p.id))
+            if hinted:
+                jobs.append(Job(p.source, seed, "hint", hint, p.id))
     episodes = play_episodes(policy, jobs, max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
                              max_context_tokens=cfg.max_context_tokens, limits=limits,
-                             return_mode=cfg.return_mode, crash_reward=cfg.crash_reward)
+                             return_mode=cfg.return_mode, crash_reward=cfg.crash_reward,
+                             template=cfg.agent_template)
     times["play"] = time.time() - t
 
     # 4. score: regret per environment over paired seeds, then the designer reward
-    returns = {(p.id, arm): [e.ret for e in episodes if e.job.design_id == p.id and e.job.arm == arm]
-               for p in playables for arm in ("no_hint", "hint")}
-    scores = {}
-    for p in playables:
-        no_hint, hint = returns[(p.id, "no_hint")], returns[(p.id, "hint")]
-        # each design is scored against the averages from BEFORE this iteration; then each skill's
-        # averages move once, by all of its plays (else a per-skill baseline would cancel it)
-        lp = state.lp.preview(p.skill, no_hint) if cfg.designer_reward == "learning_potential" else None
-        scores[p.id] = score_design(cfg.designer_reward, no_hint, hint, lp)
-    for skill in {p.skill for p in playables}:
-        state.lp.update(skill, [r for p in playables if p.skill == skill for r in returns[(p.id, "no_hint")]])
+    scores, trained = score_playables(playables, episodes, cfg, state.lp)
 
-    # 5. samples and advantages: agent turns of no-hint episodes, designer completions
-    no_hint_eps = [e for e in episodes if e.job.arm == "no_hint"]
-    agent_adv = group_advantages([e.ret for e in no_hint_eps], [e.job.design_id for e in no_hint_eps],
+    # 5. samples and advantages: agent turns of usable no-hint episodes, designer completions
+    agent_adv = group_advantages([e.ret for e in trained], [e.job.design_id for e in trained],
                                  normalize_std=cfg.normalize_std)
     samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling)
-               for e, adv in zip(no_hint_eps, agent_adv) for turn in e.turns]
-    policy_name = "drop" if cfg.drop_invalid else "penalty"
+               for e, adv in zip(trained, agent_adv) for turn in e.turns]
+    for d in designs:  # a design that crashed in play is invalid after all, at the last stage
+        if d.valid and scores[d.id].failure:
+            d.valid, d.stage, d.reasons = False, "play", [scores[d.id].failure]
     design_rewards = apply_invalid_policy(
-        [(d.valid, scores[d.id].reward if d.valid else 0.0) for d in designs], policy_name,
-        cfg.invalid_reward)
+        [(d.stage, scores[d.id].reward if d.valid else 0.0, d.completion.finished) for d in designs],
+        "drop" if cfg.drop_invalid else cfg.invalid_reward_mode, cfg.invalid_reward,
+        lowest_valid_reward(cfg.designer_reward, cfg.regret_estimator))
+    for d, r in zip(designs, design_rewards):
+        d.reward = r
     kept = [(d, r) for d, r in zip(designs, design_rewards) if r is not None]
     if kept and not cfg.no_designer_training:
         design_adv = group_advantages([r for _, r in kept], [d.skill.key for d, _ in kept],
@@ -149,12 +151,16 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     tokens = policy.tokens_generated - tokens_before
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     gen_s = times["design"] + times["hint"] + times["play"]
+    turns = [t for e in episodes for t in e.turns]
     row = {
         "iteration": it, "designs": len(designs), "environments": len(playables),
-        "valid_fraction": valid_fraction, "episodes": len(episodes),
-        "no_hint_return": mean([e.ret for e in no_hint_eps]),
-        "hint_return": mean([e.ret for e in episodes if e.job.arm == "hint"]),
-        "regret": mean([s.regret for s in scores.values()]),
+        "valid_fraction": sum(d.valid for d in designs) / len(designs) if designs else 1.0,
+        "episodes": len(episodes), "eos_fraction": mean([float(t.finished) for t in turns]),
+        "no_hint_return": mean([e.ret for e in trained]),
+        "hint_return": mean([e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None]),
+        "regret": mean([s.regret for s in scores.values() if s.regret is not None]),
+        "crashed_episodes": sum(e.crashed is not None for e in episodes),
+        "unhinted_environments": sum(s.regret is None for s in scores.values()),
         "designer_reward": mean([r for r in design_rewards if r is not None]),
         "agent_loss": stats.agent_loss, "designer_loss": stats.designer_loss,
         "grad_norm": stats.grad_norm, "trained_tokens": stats.tokens, "update_skipped": stats.skipped,

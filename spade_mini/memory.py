@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from spade_mini.sandbox import MAX_SOURCE_CHARS, SourceError, parse_source
+
 MAX_RECORDS = 200
 BAND = (0.15, 0.85)  # no-hint solve rates worth learning from
 REFERENCES = 2  # reference environments per prompt
@@ -50,11 +52,12 @@ class Selection:
 
 
 def env_title(source: str) -> str:
-    """First line of the `*Env` class docstring, else the class name."""
+    """First line of the `*Env` class docstring, else the class name (bounded parse: the source
+    is generated, and may be huge or nested deep on purpose)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        match = re.search(r"^class\s+(\w*Env)\b", source, re.MULTILINE)
+        tree = parse_source(source)
+    except SourceError:
+        match = re.search(r"^class\s+(\w*Env)\b", source[:MAX_SOURCE_CHARS], re.MULTILINE)
         return match.group(1) if match else "untitled environment"
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name.endswith("Env"):
@@ -78,21 +81,21 @@ class Memory:
         self.records.extend([records] if isinstance(records, EnvRecord) else records)
         del self.records[: max(0, len(self.records) - self.max_records)]
 
-    def select(self, skill: str, rng: random.Random) -> Selection:
+    def select(self, skill: str, rng: random.Random, references: int = REFERENCES) -> Selection:
         low, high = self.band
         same = [r for r in self.records if r.skill == skill and r.valid]
         in_band = [r for r in same if r.no_hint_solve_rate is not None
                    and low <= r.no_hint_solve_rate <= high]
         # newest first, then a stable sort by regret: ties go to the newer environment
         in_band = sorted(reversed(in_band), key=lambda r: -(r.regret or 0.0))
-        references = rng.sample(in_band[:REFERENCE_POOL], min(REFERENCES, len(in_band)))
-        if len(references) < REFERENCES:
+        picked = rng.sample(in_band[:REFERENCE_POOL], min(references, len(in_band)))
+        if len(picked) < references:
             unplayed = [r for r in same if r.no_hint_solve_rate is None]
-            references += rng.sample(unplayed, min(REFERENCES - len(references), len(unplayed)))
+            picked += rng.sample(unplayed, min(references - len(picked), len(unplayed)))
         outside = [r for r in same if r.no_hint_solve_rate is not None
                    and not low <= r.no_hint_solve_rate <= high]
         avoid = rng.choice(outside) if outside else None
-        return Selection(references, avoid)
+        return Selection(picked, avoid)
 
     def render(self, selection: Selection, code_chars: int = CODE_HEAD_CHARS) -> str:
         """The memory block of the designer prompt ("" when there is nothing to show)."""
@@ -144,7 +147,7 @@ class Memory:
             memory.add(EnvRecord(
                 id=f"example-{example.name}", iteration=-1, setting=example.setting,
                 skill=example.skill, title=example.summary or env_title(example.source),
-                source=example.source, valid=True, no_hint_solve_rate=no_hint,
+                source=example.design_source, valid=True, no_hint_solve_rate=no_hint,
                 hint_solve_rate=hint, regret=regret))
         return memory
 

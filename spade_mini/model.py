@@ -341,6 +341,7 @@ def policy_from_model(model, tokenizer, cfg, *, device: torch.device, autocast: 
             p.requires_grad_(False)
         if cfg.gradient_checkpointing:
             model.enable_input_require_grads()  # else checkpointed blocks see no grad and LoRA gets none
+        torch.manual_seed(cfg.seed)  # the adapter's random init: the same seed, the same adapter
         lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                           target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
         model = get_peft_model(model, lora, adapter_name="agent" if cfg.separate_adapters else "default")

@@ -1,4 +1,4 @@
-"""Run plots: a training run's metrics.jsonl as PNG curves, and a page of its environments.
+"""Plots: a training run's curves and environments page, and an evaluation's figures.
 
 `plot_run(run_dir)` writes `<run_dir>/plots/*.png` (one figure per group of metrics that the
 rows contain: missing keys are skipped, so older or partial runs still plot) and
@@ -24,6 +24,13 @@ GROUPS = {  # file name -> (title, metric keys)
 }
 
 
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def read_metrics(path: Path) -> list[dict]:
     rows = []
     for line in path.read_text().splitlines():
@@ -37,9 +44,7 @@ def read_metrics(path: Path) -> list[dict]:
 
 
 def plot_metrics(rows: list[dict], out: Path) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
     written = []
     for fname, (title, keys) in GROUPS.items():
         present = [k for k in keys if any(isinstance(r.get(k), (int, float)) for r in rows)]
@@ -117,3 +122,72 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     out = run_dir / "plots"
     out.mkdir(exist_ok=True)
     return plot_metrics(read_metrics(metrics), out) + [envs_page(run_dir, out)]
+
+
+# --- evaluation ----------------------------------------------------------------------------------
+
+def _label(row) -> str:
+    return "{} {}\n{}".format(*row)
+
+
+def eval_bars(metrics, rows: list[tuple], models: list[str], path: Path) -> None:
+    """One group of bars per (suite, tier, metric), one bar per model, 95% intervals as whiskers."""
+    plt = _pyplot()
+    cells = {(m.suite, m.tier, m.metric, m.model): m for m in metrics}
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rows) * max(1, len(models))), 4))
+    width = 0.8 / max(1, len(models))
+    for j, model in enumerate(models):
+        found = [(i, cells[(*row, model)]) for i, row in enumerate(rows) if (*row, model) in cells]
+        ax.bar([i + j * width for i, _ in found], [m.mean for _, m in found], width, capsize=3, label=model,
+               yerr=[[max(0.0, m.mean - m.low) for _, m in found], [max(0.0, m.high - m.mean) for _, m in found]])
+    ax.set_xticks([i + width * (len(models) - 1) / 2 for i in range(len(rows))])
+    ax.set_xticklabels([_label(r) for r in rows], fontsize=6, rotation=40, ha="right")
+    ax.set_ylabel("score (95% CI)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def eval_deltas(comparisons, rows: list[tuple], path: Path) -> None:
+    """Paired delta of each model to the reference, one horizontal line per row and model."""
+    plt = _pyplot()
+    models = list(dict.fromkeys(c.model for c in comparisons))
+    fig, ax = plt.subplots(figsize=(7, max(3, 0.3 * len(rows) * len(models))))
+    step = 0.8 / max(1, len(models))
+    for j, model in enumerate(models):
+        found = [(i, c) for i, row in enumerate(rows) for c in comparisons
+                 if c.model == model and (c.suite, c.tier, c.metric) == row]
+        ax.errorbar([c.delta for _, c in found], [i + j * step for i, _ in found], fmt="o", capsize=3,
+                    xerr=[[c.delta - c.low for _, c in found], [c.high - c.delta for _, c in found]], label=model)
+    ax.axvline(0.0, color="grey", linewidth=1)
+    ax.set_yticks([i + step * (len(models) - 1) / 2 for i in range(len(rows))])
+    ax.set_yticklabels([_label(r).replace("\n", " / ") for r in rows], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"paired delta to {comparisons[0].reference} (95% CI)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def checkpoint_curves(metrics, rows: list[tuple], steps: dict[str, int], path: Path) -> None:
+    """One panel per (suite, tier, metric): mean against iterations trained, 95% band."""
+    plt = _pyplot()
+    cols = min(4, len(rows))
+    nrows = (len(rows) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.4 * nrows), squeeze=False)
+    for ax, row in zip(axes.flat, rows):
+        pts = sorted(((steps[m.model], m) for m in metrics if (m.suite, m.tier, m.metric) == row and m.model in steps),
+                     key=lambda pt: pt[0])
+        xs = [x for x, _ in pts]
+        ax.plot(xs, [m.mean for _, m in pts], marker="o", markersize=3)
+        ax.fill_between(xs, [m.low for _, m in pts], [m.high for _, m in pts], alpha=0.25)
+        ax.set_title(_label(row).replace("\n", " / "), fontsize=7)
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    fig.supxlabel("iterations trained (0: base)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

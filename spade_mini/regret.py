@@ -6,26 +6,34 @@ plain Python numbers (no torch, no numpy), so it can be read, tested and reused 
 - `episode_return`: one episode's rewards -> one number in [-1, 1] (the agent's return).
 - `solve_rate`: the fraction of episodes with return > 0 (the reference's "win rate").
 - `hint_regret`: mean return with the hint minus mean return without it, over PAIRED seeds.
+- `regret_noise_floor`: what max(0, regret) pays on average for a USELESS hint, by K and solve rate.
 - `plateau`, `designer_reward`: turn regret and the no-hint solve rate into the designer's reward
-  (plain regret, the paper's blend, and the two ablations: solve rate only, learning potential).
-- `LearningPotential`: per-skill fast and slow moving averages of returns.
-- `apply_invalid_policy`: designs that failed validation get a penalty, or are dropped.
+  (plain regret, the paper's blend, and the two ablations: solve rate only, learning potential,
+  whose per-skill averages live in learning_potential.py).
+- `score_design`: one environment's paired returns -> solve rates, regret, designer reward.
+- `apply_invalid_policy`: designs that failed validation get a graded or constant penalty, or
+  are dropped.
 - `group_advantages`: reward minus the mean reward of its group (the REINFORCE baseline).
 
 Deliberately omitted: the reference's reward scale factor (min(n_actor/n_env * regen, 50)): a
 constant multiplier on advantages that only rescales the learning rate; its delayed reward window
 (designer rewards averaged over several steps); its "micro learning potential" (unused in the
 paper recipe); the -0.5 step-timeout penalty (overwritten by the blend in the reference).
+
+Crashes and failed resets are filtered out by the caller before regret is measured (see
+loop.score_playables); a design with no hint has no regret (`regret=None`), not a noisy zero.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 DESIGNER_REWARD_KINDS = ("regret", "blend", "solve_rate", "learning_potential")
-INVALID_POLICIES = ("penalty", "drop")
+REGRET_ESTIMATORS = ("debiased", "clipped")
+INVALID_POLICIES = ("graded", "constant", "drop")
 # The paper's blend: regret saturates at 0.15 (a 15-point gain from the hint is "enough").
 REGRET_SATURATION = 0.15
 BLEND_PLATEAU_WEIGHT = 0.6
@@ -99,19 +107,87 @@ def plateau(rate: float, low: float = 0.15, inner_low: float = 0.4,
     return 0.0
 
 
-def designer_reward(kind: str, *, regret: float, no_hint_solve_rate: float,
-                    lp: float | None = None) -> float:
+def regret_noise_floor(k: int, p: float) -> float:
+    """E[max(0, regret)] over K paired seeds when the hint is USELESS and both arms solve with
+    probability p, independently per seed (the null hypothesis).
+
+    Each seed's difference d = hint - no_hint is +1 or -1 with probability q = p(1 - p) each, else
+    0; regret is the mean of K such d. Exact sum over the counts (a of +1, b of -1):
+        sum  K! / (a! b! (K-a-b)!) * q^a * q^b * (1 - 2q)^(K-a-b) * max(0, (a - b) / K).
+    At p = 0.5 it is 0.1875 (K=2), 0.1367 (K=4), 0.0982 (K=8): as large as the true regret of a
+    genuinely useful hint, which is why max(0, regret) alone makes a designer chase noise. (This
+    documents the bias; the debiased reward uses `sign_flip_floor`, which needs no model of p.)
+    """
+    if k < 1:
+        raise ValueError("regret_noise_floor needs k >= 1")
+    q = p * (1.0 - p)
+    total = 0.0
+    for a in range(k + 1):
+        for b in range(k + 1 - a):
+            if a > b:
+                ways = math.comb(k, a) * math.comb(k - a, b)
+                total += ways * q ** (a + b) * (1.0 - 2.0 * q) ** (k - a - b) * (a - b) / k
+    return total
+
+
+def sign_flip_floor(diffs: Sequence[float]) -> float:
+    """E[max(0, mean(s_i * d_i))] over independent random signs s_i = +-1: what max(0, regret)
+    would pay for these paired differences d_i if the hint were useless.
+
+    Under that null hypothesis the two arms of one seed are exchangeable, so each difference is
+    as likely to have come out with the other sign. Exact, by the distribution of partial sums.
+    """
+    sums = {0.0: 1.0}
+    for d in diffs:
+        nxt: dict[float, float] = defaultdict(float)
+        for total, prob in sums.items():
+            for step in (d, -d):
+                nxt[round(total + step, 9)] += prob / 2
+        sums = nxt
+    return sum(prob * max(0.0, total) for total, prob in sums.items()) / len(diffs)
+
+
+def regret_reward(pairs: Sequence[tuple[float, float]], estimator: str = "debiased") -> float:
+    """The designer's regret reward from (no-hint, hint) returns on K paired seeds.
+
+    clipped:  max(0, regret), the paper's. Its expectation is biased UP by the clip for every
+              noisy environment: a useless hint at solve rate 0.5 earns 0.14 at K = 4 (see
+              regret_noise_floor), while a deterministic environment earns 0, so the designer is
+              pushed toward coin flips rather than toward environments the hint helps.
+    debiased: max(0, regret) - sign_flip_floor(differences). It is exactly 0 in expectation when
+              the hint is useless, whatever the solve rate and however difficulty varies between
+              seeds (tests/test_regret.py simulates it), so only a real hint effect ranks a design
+              up; a useful hint keeps most of its reward (true regret 0.3 at K = 4: about 0.2).
+              The clip stays, so a misleading hint costs at most the floor. We make it the default
+              because the designer's gradient is the difference between designs of one skill, and
+              a bias that grows with an environment's noise is exactly a difference between designs.
+    """
+    diffs = [h - a for a, h in pairs]
+    regret = _mean(diffs)
+    if estimator == "clipped":
+        return max(0.0, regret)
+    if estimator == "debiased":
+        return max(DEBIASED_FLOOR, max(0.0, regret) - sign_flip_floor(diffs))
+    raise ValueError(f"unknown regret estimator {estimator!r}; use one of {REGRET_ESTIMATORS}")
+
+
+def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: float,
+                    lp: float | None = None, regret_term: float | None = None) -> float:
     """The designer's raw reward for one valid environment.
 
-    regret:             max(0, regret), the public reference's "regret_based" reward.
+    regret:             `regret_term` when given (see regret_reward), else max(0, regret) (the
+                        public reference's "regret_based" reward).
     blend:              0.6 * plateau(solve rate) + 0.4 * clip(regret / 0.15, 0, 1), the paper.
     solve_rate:         plateau(solve rate), the ablation without the hint signal.
     learning_potential: the given `lp` (see LearningPotential), the other ablation.
+    regret None (no hint, so nothing measured) contributes 0 to `regret` and `blend`.
     """
     if kind == "regret":
-        return max(0.0, regret)
+        if regret is None:
+            return 0.0
+        return max(0.0, regret) if regret_term is None else regret_term
     if kind == "blend":
-        reg = _clip(regret / REGRET_SATURATION, 0.0, 1.0)
+        reg = 0.0 if regret is None else _clip(regret / REGRET_SATURATION, 0.0, 1.0)
         return BLEND_PLATEAU_WEIGHT * plateau(no_hint_solve_rate) + BLEND_REGRET_WEIGHT * reg
     if kind == "solve_rate":
         return plateau(no_hint_solve_rate)
@@ -122,87 +198,94 @@ def designer_reward(kind: str, *, regret: float, no_hint_solve_rate: float,
     raise ValueError(f"unknown designer reward {kind!r}; use one of {DESIGNER_REWARD_KINDS}")
 
 
+NO_HINT = "no hint: regret not measured"
+
+
 @dataclass(frozen=True)
 class DesignScore:
-    """How one valid environment scored: both arms' solve rates, regret, designer reward."""
+    """How one valid environment scored: both arms' solve rates, regret, designer reward.
+    regret and hint_solve_rate are None when no hinted pair was played; `note` says why, and
+    `failure` (a crash in play) makes the design count as invalid."""
     no_hint_solve_rate: float
-    hint_solve_rate: float
-    regret: float
+    hint_solve_rate: float | None
+    regret: float | None
     reward: float
+    note: str | None = None
+    failure: str | None = None
 
 
-def score_design(kind: str, no_hint: Sequence[float], hint: Sequence[float],
-                 lp: float | None = None) -> DesignScore:
-    """Score one environment from its paired per-seed returns (no-hint arm, hint arm)."""
-    regret = hint_regret(no_hint, hint)
+def score_design(kind: str, no_hint: Sequence[float], pairs: Sequence[tuple[float, float]], *,
+                 lp: float | None = None, estimator: str = "debiased") -> DesignScore:
+    """Score one environment: `no_hint` holds every usable no-hint return (solve rate, learning
+    potential), `pairs` the (no-hint, hint) returns of the seeds played with a hint in both arms
+    (regret). No pairs means no hint was shown: no regret, and a stated note."""
     rate = solve_rate(no_hint)
-    reward = designer_reward(kind, regret=regret, no_hint_solve_rate=rate, lp=lp)
-    return DesignScore(rate, solve_rate(hint), regret, reward)
+    if not pairs:
+        reward = designer_reward(kind, regret=None, no_hint_solve_rate=rate, lp=lp)
+        return DesignScore(rate, None, None, reward, NO_HINT)
+    alone, helped = [a for a, _ in pairs], [h for _, h in pairs]
+    regret = hint_regret(alone, helped)
+    term = regret_reward(pairs, estimator)
+    reward = designer_reward(kind, regret=regret, no_hint_solve_rate=rate, lp=lp, regret_term=term)
+    return DesignScore(rate, solve_rate(helped), regret, reward)
 
 
-@dataclass
-class LearningPotential:
-    """Per-skill fast and slow exponential moving averages of the mean no-hint return.
-
-    Each update with a batch of returns r (their mean) moves both averages toward r:
-        mu <- (1 - g) * mu + g * r,    g = gamma_fast (0.98) or gamma_slow (0.85),
-    so the "fast" average is almost the latest value and the "slow" one lags behind. The first
-    update of a skill sets both to r. The value is |mu_fast - mu_slow|: large while the agent's
-    return on that skill is moving (it is learning there), near 0 once it has settled. The
-    reference multiplies this by 1 / (2 * (gamma_fast - gamma_slow)) for logging; we do not.
-    """
-    gamma_fast: float = 0.98
-    gamma_slow: float = 0.85
-    fast: dict[Hashable, float] = field(default_factory=dict)
-    slow: dict[Hashable, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.gamma_slow < self.gamma_fast <= 1.0:
-            raise ValueError("need 0 < gamma_slow < gamma_fast <= 1")
-
-    def update(self, skill: Hashable, returns: Sequence[float]) -> float:
-        """Fold this batch's returns for `skill` into both averages; return the new potential."""
-        if not returns:
-            raise ValueError("LearningPotential.update needs at least one return")
-        r = _mean(returns)
-        if skill not in self.fast:
-            self.fast[skill] = self.slow[skill] = r
-        else:
-            self.fast[skill] = (1 - self.gamma_fast) * self.fast[skill] + self.gamma_fast * r
-            self.slow[skill] = (1 - self.gamma_slow) * self.slow[skill] + self.gamma_slow * r
-        return self.value(skill)
-
-    def preview(self, skill: Hashable, returns: Sequence[float]) -> float:
-        """The potential `update` would return for these returns, without changing anything,
-        so that designs of one skill can be told apart before the skill's averages move."""
-        fast, slow = dict(self.fast), dict(self.slow)
-        value = self.update(skill, returns)
-        self.fast, self.slow = fast, slow
-        return value
-
-    def value(self, skill: Hashable) -> float:
-        """|fast - slow| for this skill; 0 for a skill never seen."""
-        if skill not in self.fast:
-            return 0.0
-        return abs(self.fast[skill] - self.slow[skill])
+# How far an invalid design got, lowest first: no code block (or a copy of a known environment,
+# which teaches nothing new), does not parse, no single Env class or a forbidden import, load or
+# __init__ fails, reset fails or is not deterministic, step fails or returns bad types, the probe
+# episode crashes or never ends, and, for a design that validated, a crash during real play.
+INVALID_STAGES = ("no_code", "syntax", "structure", "load", "reset", "step", "episode", "play")
+STAGE_LEVEL = {**{stage: level for level, stage in enumerate(INVALID_STAGES)}, "duplicate": 0}
+DEBIASED_FLOOR = -0.5  # the lowest debiased regret reward we allow (see lowest_valid_reward)
 
 
-def apply_invalid_policy(designs: Sequence[tuple[bool, float]], policy: str = "penalty",
-                         invalid_reward: float = -1.0) -> list[float | None]:
-    """Final designer rewards for (valid, reward) pairs, in order; None marks a dropped design.
+def lowest_valid_reward(kind: str, estimator: str = "debiased") -> float:
+    """The least a VALID design can earn: 0 for every reward but the debiased regret, which can
+    dip below 0 by its noise floor; it is clipped at -0.5 (reached only by a single paired seed
+    that came out against the hint, for returns in [0, 1]) so every graded invalid reward stays
+    below every valid one."""
+    return DEBIASED_FLOOR if (kind == "regret" and estimator == "debiased") else 0.0
 
-    "penalty": an invalid design earns `invalid_reward`, so a small model is pushed toward code
-    that loads and runs. "drop" (the reference): an invalid design yields no designer sample.
-    The reward of an invalid design is ignored either way.
+
+def graded_invalid_reward(stage: str, invalid_reward: float, valid_floor: float,
+                          finished: bool = True) -> float:
+    """An invalid design's reward by the stage it failed at: evenly spaced STRICTLY between
+    `invalid_reward` and `valid_floor`, higher the further validation got. So a batch of invalid
+    designs still ranks better and worse attempts, and the designer learns from the start.
+    A reply cut off at its token budget earns half a step less than one that ended by itself
+    at the same stage: stopping is the first thing a small model has to learn."""
+    if stage not in STAGE_LEVEL:
+        raise ValueError(f"unknown validation stage {stage!r}; use one of {INVALID_STAGES} or 'duplicate'")
+    if not invalid_reward < valid_floor:
+        raise ValueError(f"graded invalid rewards need invalid_reward < {valid_floor} (the lowest "
+                         f"valid reward), got {invalid_reward}")
+    step = (valid_floor - invalid_reward) / (len(INVALID_STAGES) + 1)
+    return invalid_reward + (STAGE_LEVEL[stage] + 1 - (0 if finished else 0.5)) * step
+
+
+def apply_invalid_policy(designs: Sequence[tuple[str, float, bool]], policy: str = "graded",
+                         invalid_reward: float = -1.0, valid_floor: float = 0.0) -> list[float | None]:
+    """Final designer rewards for (stage, reward, finished) triples, in order; stage "valid"
+    marks a valid design (its reward is kept), None marks a dropped design; finished says the
+    reply ended with EOS.
+
+    "graded": an invalid design earns graded_invalid_reward(stage, ...). "constant": it earns
+    `invalid_reward`. Either pushes a small model toward code that loads and runs. "drop" (the
+    reference): an invalid design yields no designer sample. An invalid design's own reward is
+    ignored.
     """
     if policy not in INVALID_POLICIES:
         raise ValueError(f"unknown invalid-design policy {policy!r}; use one of {INVALID_POLICIES}")
     out: list[float | None] = []
-    for valid, reward in designs:
-        if valid:
+    for stage, reward, finished in designs:
+        if stage == "valid":
             out.append(float(reward))
+        elif policy == "drop":
+            out.append(None)
+        elif policy == "constant":
+            out.append(float(invalid_reward))
         else:
-            out.append(None if policy == "drop" else float(invalid_reward))
+            out.append(graded_invalid_reward(stage, invalid_reward, valid_floor, finished))
     return out
 
 

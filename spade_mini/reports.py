@@ -17,13 +17,15 @@ def sample_rows(iteration: int, designs, episodes, scores) -> list[dict]:
                      "setting": d.skill.setting, "document": d.document_id, "valid": d.valid,
                      "reasons": d.reasons, "prompt_tokens": d.prompt_tokens,
                      "completion_tokens": len(d.completion.completion_ids),
-                     "regret": s and s.regret, "reward": s and s.reward,
+                     "regret": s and s.regret, "reward": d.reward,
+                     "note": s and (s.failure or s.note),
                      "no_hint_solve_rate": s and s.no_hint_solve_rate,
                      "hint_solve_rate": s and s.hint_solve_rate,
                      "completion": d.completion.text[:TRANSCRIPT_CHARS]})
     for e in episodes:
         rows.append({"iteration": iteration, "kind": "episode", "env": e.job.design_id,
                      "arm": e.job.arm, "seed": e.job.seed, "return": e.ret, "turns": len(e.turns),
+                     "hinted": e.hinted, "crashed": e.crashed,
                      "end": e.end_reason, "transcript": e.transcript()[:TRANSCRIPT_CHARS]})
     return rows
 

@@ -3,6 +3,7 @@
     runs/<name>/config.json        the Config of the run
                 metrics.jsonl      one row per iteration
                 samples.jsonl      designs and episodes to read (one JSON object per line)
+                warm_start.jsonl   the warm start's per-role NLL, one row per step (if any)
                 envs/<id>.py       every generated environment under a header with its stats
                 memory.jsonl       the environment memory (also inside each checkpoint)
                 checkpoint-<it>/   trainable weights, optimizer, RNG states, memory, iteration
@@ -34,6 +35,10 @@ class RunDir:
     def write_config(self, cfg) -> None:
         (self.path / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
 
+    def write_rows(self, file: str, rows: list[dict]) -> None:
+        """Replace `file` with these rows (a fresh run's first lines)."""
+        (self.path / file).write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+
     def append(self, file: str, rows: list[dict]) -> None:
         with open(self.path / file, "a", encoding="utf-8") as f:
             for row in rows:
@@ -51,7 +56,7 @@ class RunDir:
                         if line.strip() and json.loads(line).get("iteration", -1) <= iteration]
                 path.write_text("".join(line + "\n" for line in keep))
 
-    def record_iteration(self, iteration: int, row: dict, designs, episodes, scores, cfg) -> None:
+    def record_iteration(self, iteration: int, row: dict, designs, episodes, scores) -> None:
         """Everything one iteration writes: its metrics row, its samples, and every design."""
         from spade_mini.reports import sample_rows
         self.append("metrics.jsonl", [row])
@@ -62,7 +67,7 @@ class RunDir:
                 "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
                 "no_hint_solve_rate": s and s.no_hint_solve_rate,
                 "hint_solve_rate": s and s.hint_solve_rate, "regret": s and s.regret,
-                "designer_reward": s.reward if s else (None if cfg.drop_invalid else cfg.invalid_reward)})
+                "note": (s and (s.failure or s.note)) or "-", "designer_reward": d.reward})
 
     def write_env(self, env_id: str, source: str, stats: dict) -> None:
         header = "".join(f"# {k}: {v}\n" for k, v in stats.items())

@@ -1,5 +1,7 @@
-"""Shared fixtures: a tiny random policy (fast) and the embedded SmolLM2 policy (integration)."""
+"""Shared fixtures: a tiny random policy (fast), the embedded SmolLM2 policy (integration), and
+the `sandbox` fixture of the hostile sandbox tests (tests/hostile.py)."""
 import pytest
+from hostile import sandbox  # noqa: F401  (the fixture of the hostile sandbox tests)
 
 from spade_mini.config import Config
 

@@ -91,6 +91,8 @@ def test_prompt_contents_with_and_without_corpus_and_memory(setting):
     assert "never mention it" in full
     assert "Spore counting" in full and "DIFFERENT" in full
     assert full.index("REFERENCE_DOCUMENT") < full.index("REFERENCE_ENVIRONMENTS") < full.index("NEW")
+    # the memory's reference is a whole environment: the fixed example is left out then
+    assert "A short complete example" not in full and "A short complete example" in user
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -176,11 +178,13 @@ def test_valid_and_invalid_designs_flow_through_validation():
 
 
 def test_retries_regenerate_only_invalid_slots_and_cut_offs_are_reported():
-    policy = ScriptedPolicy([VALID, PROSE, VALID])
+    other = VALID.replace("self.n % 2 == 0", "self.n % 2 == 1")  # the same again is a duplicate
+    policy = ScriptedPolicy([VALID, PROSE, other])
     designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(1),
                                   max_new_tokens=64, temperature=0.6, iteration=0, retries=2)
     assert [len(chats) for chats, _, _ in policy.calls] == [2, 1]
     assert [d.valid for d in designs] == [True, True] and [d.attempt for d in designs] == [1, 2]
+    assert [d.stage for d in designs] == ["valid", "valid"]
     assert all(d.document_id is None for d in designs)
     assert "REFERENCE_DOCUMENT" not in designs[0].prompt[1]["content"]
 
@@ -206,3 +210,33 @@ def test_design_script_writes_one_file_per_design(tmp_path):
     bad = (tmp_path / "out" / "it0000-01.py").read_text()
     assert "# valid: True" in good and "class ParityEnv" in good
     assert f"# reason: {NO_CLASS}" in bad and "# | I would design a maze game" in bad
+
+
+def _golden(section):
+    import json
+    from pathlib import Path
+    return json.loads((Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())[section]
+
+
+# The README's table: 8 levels evenly spaced strictly inside (invalid_reward, lowest valid):
+#   regret (debiased, lowest valid -0.5): -1 + (level + 1) * 0.5 / 9
+#   every other reward (lowest valid 0):  -1 + (level + 1) / 9
+README_TABLE = {"no_code": 0, "duplicate": 0, "syntax": 1, "structure": 2, "load": 3, "reset": 4,
+                "step": 5, "episode": 6}
+
+
+def test_one_reply_per_stage_reaches_its_stage_and_reward():
+    from spade_mini.regret import apply_invalid_policy
+    cases = _golden("validity_stages")
+    replies = [c["source"] if c["stage"] == "no_code" else
+               "```python\n" + (designer.GAME_EXAMPLE if c["source"] == "__EXAMPLE__" else c["source"])
+               + "\n```" for c in cases]
+    policy = ScriptedPolicy(replies)
+    designs = design_environments(policy, skills_for("games")[:1] * len(cases), None, None,
+                                  random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
+    assert [d.stage for d in designs] == [c["stage"] for c in cases], [d.reasons for d in designs]
+    for floor, spacing in ((-0.5, 0.5 / 9), (0.0, 1 / 9)):
+        rewards = apply_invalid_policy([(d.stage, 0.25, True) for d in designs], "graded", -1.0, floor)
+        for d, r in zip(designs, rewards):
+            want = 0.25 if d.stage == "valid" else -1 + (README_TABLE[d.stage] + 1) * spacing
+            assert r == pytest.approx(want), d.stage

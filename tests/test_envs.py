@@ -4,6 +4,7 @@ Solutions are computed in-process by exec'ing the trusted source with the same s
 plays go through the sandbox, so these tests also pin the sandbox and the environments to the same
 contract. Losing plays run in-process because they are many and only test the environments.
 """
+import ast
 import importlib
 import random
 import sys
@@ -25,6 +26,8 @@ SKILLS = {
 }
 MAX_TURNS = 25
 SEEDS = [0, 1, 7]
+DESIGN_TOKENS = 320  # an example without its solution, in the embedded model's tokens
+FIRST_OBS_TOKENS = 64  # the first observation is in the agent's prompt every turn
 # Actions that must never win: junk text, empty boxes, and wrong final answers.
 JUNK = {
     "games": ["\\boxed{test}", "\\boxed{}", "\\boxed{-9999}", "no answer here"],
@@ -185,3 +188,43 @@ def test_gymnasium_check_env(env):
         _, info = sandboxed.reset(seed=0)
         if env.setting == "tool_use":
             assert info["tools"], "the tool specs must survive the trip through the sandbox"
+
+
+# --- what the designer sees: compact examples without their solution ---------------------------
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from spade_mini.config import Config
+    from spade_mini.model import embedded_checkpoint
+    return AutoTokenizer.from_pretrained(str(embedded_checkpoint(Config().cache_dir)))
+
+
+@pytest.mark.parametrize("env", ALL, ids=IDS)
+def test_solution_is_the_last_method_so_design_source_drops_it(env):
+    tree = ast.parse(env.source)
+    cls = tree.body[-1]
+    assert isinstance(cls, ast.ClassDef) and cls.name.endswith("Env"), "the class must end the file"
+    assert isinstance(cls.body[-1], ast.FunctionDef) and cls.body[-1].name == "solution"
+    assert env.source.count("def solution(") == 1
+    design = env.design_source
+    assert env.source.startswith(design.rstrip()) and "def solution" not in design
+    ast.parse(design)
+
+
+@pytest.mark.parametrize("env", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_design_source_is_a_valid_environment(env):
+    validation = validate_env(env.design_source)
+    assert validation.ok, validation.reasons
+    assert validation.has_hint
+
+
+@pytest.mark.parametrize("env", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_examples_are_compact(env, tokenizer):
+    design = len(tokenizer(env.design_source)["input_ids"])
+    assert design <= DESIGN_TOKENS, f"{env.name}: {design} tokens without its solution"
+    longest = max(len(tokenizer(make(env).reset(seed)[0])["input_ids"]) for seed in range(50))
+    assert longest <= FIRST_OBS_TOKENS, f"{env.name}: a first observation of {longest} tokens"
+    if env.setting == "games":
+        assert "\\boxed{" in make(env).reset(0)[0], "a game's first observation shows the answer format"

@@ -40,7 +40,8 @@ class ScriptedDesigner:
 def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
     cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=2, max_turns=2,
                  turn_max_new_tokens=8, hint_source="env", lr=1e-3)
-    valid = f"```python\n{GAME_EXAMPLE}\n```"
+    novel = GAME_EXAMPLE.replace("randint(20, 40)", "randint(15, 35)")  # a copy is a duplicate
+    valid = f"```python\n{novel}\n```"
     invalid = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        return 42\n```"
     policy = ScriptedDesigner(tiny_policy, [valid, invalid])
     before = {n: p.detach().clone() for n, p in tiny_policy.model.named_parameters() if p.requires_grad}
@@ -54,8 +55,11 @@ def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
     seeds = {arm: [e.job.seed for e in episodes if e.job.arm == arm] for arm in ("no_hint", "hint")}
     assert seeds["no_hint"] == seeds["hint"]  # paired seeds
     assert row["valid_fraction"] == 0.5 and row["designs"] == 2
-    # designer rewards: max(0, regret) >= 0 for the valid design, -1 for the invalid one
-    assert row["designer_reward"] == pytest.approx((max(0.0, scores[designs[0].id].regret) - 1.0) / 2)
+    # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is graded
+    # at "reset": -1 + (4 + 1) * 0.5 / 9 under the debiased regret (README table)
+    assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 * 0.5 / 9)
+    assert designs[0].reward == scores[designs[0].id].reward
+    assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
     for key in ("no_hint_return", "hint_return", "regret", "agent_loss", "designer_loss",
                 "tokens_generated", "tokens_per_s", "time_design_s", "time_play_s", "time_update_s",
                 "peak_memory_mb"):
@@ -73,6 +77,8 @@ def _train(tmp_path, name, *extra):
            "--preset", "cpu-smoke", *extra]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
+    sandbox_lines = [ln for ln in out.stdout.splitlines() if ln.startswith("sandbox: ")]
+    assert len(sandbox_lines) == 1 and "rlimits" in sandbox_lines[0]  # the active layers, once
     return tmp_path / name
 
 
@@ -102,8 +108,115 @@ def test_train_writes_run_and_resume_matches_uninterrupted(tmp_path):
     assert episodes(resumed) == episodes(whole)
 
 
+def test_two_runs_with_one_seed_are_identical(tmp_path):
+    from safetensors.torch import load_file
+    a = _train(tmp_path, "a", "--iterations", "2", "--seed", "3")
+    b = _train(tmp_path, "b", "--iterations", "2", "--seed", "3")
+    assert _comparable(a) == _comparable(b)
+    wa, wb = (load_file(run / "checkpoint-1" / "trainable.safetensors") for run in (a, b))
+    assert wa.keys() == wb.keys() and all((wa[k] == wb[k]).all() for k in wa)
+
+
 def test_resume_without_checkpoint_is_one_sentence(tmp_path):
     cmd = [sys.executable, "train.py", "--model", "tiny", "--run-dir", str(tmp_path), "--name", "none",
            "--resume"]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "no checkpoint" in out.stderr and "Traceback" not in out.stderr
+
+
+# --- scoring the plays: crashes, failed resets, hint-less environments ----------------------------
+
+GOLDEN = json.loads((ROOT / "tests" / "golden" / "reinforce_cases.json").read_text())
+
+
+@pytest.mark.parametrize("case", GOLDEN["play_scoring"], ids=lambda c: c["name"])
+def test_score_playables_golden(case):
+    from spade_mini.agent import Episode, Job
+    from spade_mini.loop import Playable
+    from spade_mini.plays import score_playables
+    from spade_mini.learning_potential import LearningPotential
+    episodes = []
+    for e in case["episodes"]:
+        ep = Episode(job=Job("", e["seed"], e["arm"], None, "env"))
+        ep.ret, ep.hinted, ep.crashed = e["ret"], e["hinted"], e["crashed"]
+        episodes.append(ep)
+    cfg = Config(model="tiny", designer_reward=case["designer_reward"])
+    scores, trained = score_playables([Playable("env", "skill", "games", "")], episodes, cfg,
+                                      LearningPotential())
+    score = scores["env"]
+    assert (score.regret is None) if case["regret"] is None else score.regret == pytest.approx(case["regret"])
+    assert score.no_hint_solve_rate == pytest.approx(case["no_hint_solve_rate"])
+    assert (score.failure is not None) == case["failure"]
+    assert sorted(e.job.seed for e in trained) == case["trained_seeds"]
+    assert all(e.job.arm == "no_hint" and e.crashed is None for e in trained)
+
+
+CRASHY = '''import random, re
+
+class CrashyEnv:
+    """Unwinnable; any action that is not a number raises."""
+    def reset(self, seed=None):
+        self.turn = 0
+        return "Say a number, e.g. \\\\boxed{3}.", {}
+
+    def step(self, action):
+        self.turn += 1
+        if action and not action.startswith(("\\\\boxed{", "<tool_call>")):
+            raise ValueError("plain text")  # the validator's probes never send plain text
+        return "No.", 0.0, self.turn >= 3, False, {}
+
+    def hint(self):
+        return "Answer with digits inside the box."
+'''
+
+
+class ScriptedPlayer(ScriptedDesigner):
+    """Designer replies as prepared; the agent answers in the box when it was given a hint, and
+    in plain text when not (finished turns either way)."""
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        if chats and chats[0][0]["content"] == SYSTEM:
+            return super().generate(chats, max_new_tokens, temperature, tools)
+        out = []
+        for chat in chats:
+            text = "\\boxed{3}" if "HINT:" in chat[0]["content"] else "I pass."
+            ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.policy.pad_id]
+            out.append(Completion(text, self.policy.prompt_ids(chat), ids, True))
+        return out
+
+
+def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
+    """The crash of an unwinnable environment once scored -1 in the no-hint arm only (the hinted
+    agent answers in the box) and so earned it the highest regret, 1."""
+    from spade_mini.sandbox import validate_env
+    assert validate_env(CRASHY).ok  # the probe actions are all boxed numbers or ignored
+    cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=2,
+                 turn_max_new_tokens=4, hint_source="env", invalid_reward=-1.0)
+    policy = ScriptedPlayer(tiny_policy, [f"```python\n{CRASHY}\n```"])
+    state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
+                  random.Random(0))
+    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    assert designs[0].validation.ok  # it passed validation ...
+    assert all(e.crashed == "step" for e in episodes if e.job.arm == "no_hint")
+    assert all(e.crashed is None for e in episodes if e.job.arm == "hint")
+    score = scores[designs[0].id]
+    assert score.failure and "crashed in play" in score.failure and score.regret is None
+    # ... and is invalid after play, at the last stage of the graded table
+    assert not designs[0].valid and designs[0].stage == "play"
+    assert designs[0].reward == pytest.approx(-1 + 8 * 0.5 / 9)
+    assert row["crashed_episodes"] >= 1 and row["regret"] is None
+
+
+def test_a_design_without_hint_plays_no_hint_arm_and_earns_no_regret(tiny_policy):
+    source = GAME_EXAMPLE.split("    def hint(self):")[0].rstrip() + "\n"
+    cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=2,
+                 turn_max_new_tokens=4, hint_source="env")
+    policy = ScriptedDesigner(tiny_policy, [f"```python\n{source}```"])
+    state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
+                  random.Random(0))
+    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    assert designs[0].valid and not designs[0].validation.has_hint
+    assert {e.job.arm for e in episodes} == {"no_hint"} and len(episodes) == 2
+    score = scores[designs[0].id]
+    assert score.regret is None and score.note == "no hint: regret not measured"
+    assert score.reward == 0.0 and row["unhinted_environments"] == 1

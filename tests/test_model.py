@@ -1,4 +1,6 @@
 """The policy: loading, batched chat generation, token log-probs, and what an update changes."""
+import math
+
 import pytest
 import torch
 
@@ -116,6 +118,21 @@ def test_embedded_logprobs_same_alone_and_left_padded(embedded_policy):
         assert torch.allclose(b, a, atol=LOGPROB_TOL)
 
 
+def test_the_seed_fixes_the_adapter_initialisation():
+    """LoRA's A matrices are random: the same --seed must give the same adapter, whatever drew
+    from torch's generator before (train.py once seeded only after building the model)."""
+    cfg = Config(model="embedded", quantize="none", lora_r=4, seed=5)
+    first = load_policy(cfg, verbose=False)
+    torch.rand(100)  # something else draws in between
+    second = load_policy(cfg, verbose=False)
+    a = {n: p for n, p in first.model.named_parameters() if "lora_A" in n}
+    b = dict(second.model.named_parameters())
+    assert a and all(torch.equal(p, b[n]) for n, p in a.items())
+    other = load_policy(Config(model="embedded", quantize="none", lora_r=4, seed=6), verbose=False)
+    c = dict(other.model.named_parameters())
+    assert not all(torch.equal(p, c[n]) for n, p in a.items())
+
+
 def test_embedded_step_moves_lora_not_base():
     policy = load_policy(Config(model="embedded", quantize="4bit", lora_r=4), verbose=False)
     named = dict(policy.model.named_parameters())
@@ -174,6 +191,31 @@ def test_scoring_uses_the_sampling_it_was_drawn_with(tiny_policy):
     for s, d, p in zip(scored, drawn, plain):
         torch.testing.assert_close(s, d, atol=1e-4, rtol=1e-4)
         assert (p - d).abs().max() > 1.0  # temperature 1 over the full vocabulary is another policy
+
+
+def _golden(section):
+    import json
+    from pathlib import Path
+    return json.loads((Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())[section]
+
+
+# log-probs of the target under the sampler, probs (0.5, 0.2, 0.15, 0.1, 0.05) at temperature 1:
+#   plain: ln 0.5.  top-k 3, target 1: ln(0.2 / (0.5 + 0.2 + 0.15)) = ln(0.2 / 0.85)
+#   temperature 0.5 squares the probs before renormalising; top-k 2, target 0:
+#     ln(0.25 / (0.25 + 0.04)) = ln(0.25 / 0.29)
+#   top-p 0.8: 0.5 + 0.2 = 0.7 < 0.8, so 0.15 joins; target 2: ln(0.15 / 0.85)
+HAND_SAMPLED = {"plain": math.log(0.5), "top_k_3": math.log(0.2 / 0.85),
+                "temperature_half_top_k_2": math.log(0.25 / 0.29), "top_p_0_8": math.log(0.15 / 0.85)}
+
+
+@pytest.mark.parametrize("case", _golden("sampled_logprob"), ids=lambda c: c["name"])
+def test_sampled_logprob_golden(case):
+    from spade_mini.model import Sampling, sampled_logprobs
+    assert case["logprob"] == pytest.approx(HAND_SAMPLED[case["name"]], abs=1e-12)
+    logits = torch.log(torch.tensor([case["probs"]], dtype=torch.float64))  # (1, V)
+    sampling = Sampling(case["temperature"], case["top_k"], case["top_p"])
+    got = sampled_logprobs(logits, torch.tensor([case["target"]]), sampling)
+    assert got.item() == pytest.approx(case["logprob"], abs=1e-6)
 
 
 def test_support_keeps_top_k_then_top_p():

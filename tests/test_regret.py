@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from spade_mini import regret as R
+from spade_mini.learning_potential import LearningPotential
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())
 TOL = 1e-9
@@ -61,16 +62,45 @@ HAND_DESIGNER = {
     "solve_rate_only": 0.6,                                         # plateau(0.7)
     "learning_potential": 0.12,                                     # passed through
 }
+# Graded: 8 levels (no_code = duplicate, syntax, structure, load, reset, step, episode, play)
+# evenly spaced strictly inside (invalid_reward, valid_floor): level l earns low + (l + 1) * step,
+# step = (floor - low) / 9. With (-1, 0): -8/9, -7/9, ..., -1/9. With (-1, -0.5): step 0.5/9.
+# A reply cut off at its budget (finished false) earns half a step less: syntax 2 -> 1.5 steps.
 HAND_INVALID = {
-    "penalty": [0.5, -1.0, 0.0],   # the invalid one gets invalid_reward, its 0.9 is ignored
+    "constant": [0.5, -1.0, 0.0],  # the invalid one gets invalid_reward, its 0.9 is ignored
     "drop": [0.5, None, 0.0],      # the invalid one yields no sample
+    "graded": [0.5] + [-1 + (level + 1) / 9 for level in range(8)] + [-1 + 1 / 9],
+    "graded_below_debiased_floor": [-1 + 0.5 / 9, -1 + 8 * 0.5 / 9, -1 + (2 - 0.5) * 0.5 / 9],
 }
-# Learning potential, g_fast = 0.98, g_slow = 0.85, mu <- (1 - g) mu + g r, r = mean of the batch:
-#   update 1, r = 0:   fast = slow = 0 (first sight)                          -> |0 - 0| = 0
-#   update 2, r = 1:   fast = 0.02*0 + 0.98*1 = 0.98; slow = 0.15*0 + 0.85 = 0.85   -> 0.13
-#   update 3, r = 0.5: fast = 0.02*0.98 + 0.98*0.5 = 0.5096;
-#                      slow = 0.15*0.85 + 0.85*0.5 = 0.5525                   -> 0.0429
-HAND_LP = {"rise_then_fall": [0.0, 0.98 - 0.85, 0.5525 - 0.5096]}
+# Learning potential (the reference's), g_fast = 0.98, g_slow = 0.85, mu <- (1 - g) mu + g r:
+#   iteration 1: mu_slow unseen = 0. Designs [1, 1] -> |1 - 0| = 1; [0, 0] -> |0 - 0| = 0.
+#                update with r = mean(1, 1, 0, 0) = 0.5: first sight, fast = slow = 0.5, gap 0.
+#   iteration 2: designs [1, 0] -> |0.5 - 0.5| = 0; [0, 0] -> |0 - 0.5| = 0.5.
+#                r = 0.25: fast = 0.02*0.5 + 0.98*0.25 = 0.255; slow = 0.15*0.5 + 0.85*0.25 = 0.2875
+#                gap = |0.255 - 0.2875| / (2 * (0.98 - 0.85)) = 0.0325 / 0.26 = 0.125
+HAND_LP = {"reference_two_iterations": [
+    ([1.0, 0.0], 0.5, 0.5, 0.0),
+    ([0.0, 0.5], 0.02 * 0.5 + 0.98 * 0.25, 0.15 * 0.5 + 0.85 * 0.25, 0.0325 / 0.26)]}
+# Noise floor of a useless hint, q = p(1-p) = 0.25 for p = 0.5, terms comb(k,a)comb(k-a,b) q^(a+b)
+# (1-2q)^(k-a-b) (a-b)/k over a > b:
+#   k = 2: (1,0) 2*.25*.5*.5 = .125, (2,0) .0625*1 = .0625                       -> 0.1875
+#   k = 4: (1,0) .03125 + (2,0) .046875 + (2,1) .0234375 + (3,0) .0234375
+#          + (3,1) .0078125 + (4,0) .00390625                                      -> 0.13671875
+HAND_FLOOR = {2: 0.125 + 0.0625,
+              4: 0.03125 + 0.046875 + 0.0234375 + 0.0234375 + 0.0078125 + 0.00390625}
+# Sign flips of the differences: mean(s_i d_i) over 2^k equally likely sign patterns.
+#   [1, 0]: +-0.5 -> E max(0, .) = 0.5 / 2 = 0.25
+#   [1, -1, 0, 1]: sums 3 (1/8), 1 (3/8), -1, -3 over k = 4 -> 3/4 * 1/8 + 1/4 * 3/8 = 0.1875
+#   [0.5, 1]: sums +-1.5, +-0.5 (1/4 each) over k = 2 -> (0.75 + 0.25) / 4 = 0.25
+HAND_FLIP = {"one_discordant_of_two": 0.25, "three_discordant_of_four": 3 / 32 + 3 / 32,
+             "partial_credit": (0.75 + 0.25) / 4, "all_equal": 0.0}
+# score_design: frontier diffs [1, 0, 1, 0], regret 0.5; flip floor: sums 2, 0, 0, -2 -> 0.5/4
+#   = 0.125, so debiased = 0.5 - 0.125 = 0.375; clipped = 0.5. Coin flip, diffs [-1, 1, -1, 1]:
+#   regret 0, floor = (1 * 1/16 + 0.5 * 4/16) = 0.1875 -> -0.1875. No hint: regret 0; blend of
+#   solve rate 0.25 = 0.6 * plateau(0.25) = 0.6 * 0.4 = 0.24.
+HAND_SCORE = {"frontier_debiased": 0.5 - 0.125, "frontier_clipped": 0.5,
+              "coin_flip_useless_hint": 0.0 - (1 / 16 + 0.5 * 4 / 16), "hintless_regret": 0.0,
+              "hintless_blend": 0.6 * (0.25 - 0.15) / 0.25}
 # Advantages: group means a = (1+0+0+1)/4 = 0.5, b = 0.5, c = 0.2 (a group of one -> 0).
 # Population std: a = 0.5 -> 0.5 / (0.5 + 1e-6); b = 0 -> 0 / eps = 0.
 # one_winner: mean 0.25, centred (0.75, -0.25 x3), var = (0.5625 + 3*0.0625) / 4 = 0.1875.
@@ -94,9 +124,18 @@ def test_golden_file_matches_hand_arithmetic():
     for name, case in by_name("designer_reward").items():
         assert case["reward"] == pytest.approx(HAND_DESIGNER[name], abs=TOL), name
     for name, case in by_name("invalid_policy").items():
-        assert case["rewards"] == HAND_INVALID[name], name
+        assert case["rewards"] == pytest.approx(HAND_INVALID[name], abs=TOL), name
     for name, case in by_name("learning_potential").items():
-        assert case["values"] == pytest.approx(HAND_LP[name], abs=TOL), name
+        for it, (scores, fast, slow, gap) in zip(case["iterations"], HAND_LP[name]):
+            assert it["scores"] == pytest.approx(scores, abs=TOL), name
+            assert (it["fast"], it["slow"], it["gap"]) == pytest.approx((fast, slow, gap), abs=TOL), name
+    for case in GOLDEN["noise_floor"]:
+        if case["k"] in HAND_FLOOR:
+            assert case["floor"] == pytest.approx(HAND_FLOOR[case["k"]], abs=TOL)
+    for name, case in by_name("sign_flip_floor").items():
+        assert case["floor"] == pytest.approx(HAND_FLIP[name], abs=TOL), name
+    for name, case in by_name("score_design").items():
+        assert case["reward"] == pytest.approx(HAND_SCORE[name], abs=TOL), name
     for name, case in by_name("advantages").items():
         assert case["advantages"] == pytest.approx(HAND_ADV[name], abs=TOL), name
 
@@ -134,18 +173,104 @@ def test_designer_reward(case):
 @pytest.mark.parametrize("case", GOLDEN["invalid_policy"], ids=lambda c: c["name"])
 def test_invalid_policy(case):
     designs = [tuple(d) for d in case["designs"]]
-    got = R.apply_invalid_policy(designs, case["policy"], invalid_reward=case["invalid_reward"])
-    assert got == case["rewards"]
+    got = R.apply_invalid_policy(designs, case["policy"], invalid_reward=case["invalid_reward"],
+                                 valid_floor=case["valid_floor"])
+    assert got == pytest.approx(case["rewards"], abs=TOL)
+
+
+def test_graded_rewards_rank_stages_and_stay_below_valid():
+    for kind in R.DESIGNER_REWARD_KINDS:
+        for estimator in R.REGRET_ESTIMATORS:
+            floor = R.lowest_valid_reward(kind, estimator)
+            rewards = [R.graded_invalid_reward(s, -1.0, floor) for s in R.INVALID_STAGES]
+            assert rewards == sorted(rewards) and len(set(rewards)) == len(rewards)
+            assert -1.0 < rewards[0] and rewards[-1] < floor
+    # the debiased regret never goes below its floor, whatever the differences
+    assert R.regret_reward([(1.0, 0.0)], "debiased") == R.DEBIASED_FLOOR
+    assert R.regret_reward([(1.0, -1.0)], "debiased") == R.DEBIASED_FLOOR
+    with pytest.raises(ValueError, match="invalid_reward"):
+        R.graded_invalid_reward("syntax", 0.0, 0.0)
 
 
 @pytest.mark.parametrize("case", GOLDEN["learning_potential"], ids=lambda c: c["name"])
 def test_learning_potential(case):
-    lp = R.LearningPotential(gamma_fast=case["gamma_fast"], gamma_slow=case["gamma_slow"])
-    values = [lp.update(case["skill"], returns) for returns in case["updates"]]
-    assert values == pytest.approx(case["values"], abs=TOL)
-    assert lp.value("never_seen") == 0.0
-    # Skills are tracked separately: a new skill starts from its own first batch.
-    assert lp.update("other", [1.0]) == 0.0
+    lp = LearningPotential(gamma_fast=case["gamma_fast"], gamma_slow=case["gamma_slow"])
+    skill = case["skill"]
+    for it in case["iterations"]:
+        # every design is scored against the averages from before the iteration ...
+        assert [lp.score(skill, d) for d in it["designs"]] == pytest.approx(it["scores"], abs=TOL)
+        lp.update(skill, [r for d in it["designs"] for r in d])  # ... then the skill moves once
+        assert (lp.fast[skill], lp.slow[skill], lp.gap(skill)) == pytest.approx(
+            (it["fast"], it["slow"], it["gap"]), abs=TOL)
+    assert lp.gap("never_seen") == 0.0
+    assert lp.score("never_seen", [0.25]) == 0.25  # a new skill is measured from 0, not skipped
+
+
+def test_learning_potential_gives_signal_on_a_skills_first_iteration():
+    # The former |fast - slow| after a trial update was 0 for every design of a new skill.
+    lp = LearningPotential()
+    first = [lp.score("new", returns) for returns in ([1.0, 1.0], [0.0, 1.0], [0.0, 0.0])]
+    assert len(set(first)) == 3
+
+
+@pytest.mark.parametrize("case", GOLDEN["noise_floor"], ids=lambda c: f"k{c['k']}")
+def test_regret_noise_floor(case):
+    assert R.regret_noise_floor(case["k"], case["p"]) == pytest.approx(case["floor"], abs=TOL)
+
+
+def test_noise_floor_matches_simulation():
+    """The documented floor (0.19, 0.14, 0.10 at K = 2, 4, 8) is what a useless hint earns."""
+    import random
+    rng = random.Random(0)
+    for k in (2, 4, 8):
+        draws = []
+        for _ in range(20000):
+            alone = [float(rng.random() < 0.5) for _ in range(k)]
+            helped = [float(rng.random() < 0.5) for _ in range(k)]
+            draws.append(R.regret_reward(list(zip(alone, helped)), "clipped"))
+        assert sum(draws) / len(draws) == pytest.approx(R.regret_noise_floor(k, 0.5), abs=0.01)
+
+
+@pytest.mark.parametrize("case", GOLDEN["sign_flip_floor"], ids=lambda c: c["name"])
+def test_sign_flip_floor(case):
+    assert R.sign_flip_floor(case["diffs"]) == pytest.approx(case["floor"], abs=TOL)
+
+
+@pytest.mark.parametrize("case", GOLDEN["score_design"], ids=lambda c: c["name"])
+def test_score_design_golden(case):
+    got = R.score_design(case["kind"], case["no_hint"], [tuple(p) for p in case["pairs"]],
+                         estimator=case["estimator"])
+    assert got.reward == pytest.approx(case["reward"], abs=TOL)
+    assert got.note == case["note"]
+    for key in ("regret", "hint_solve_rate"):
+        want = case[key]
+        assert (getattr(got, key) is None) if want is None else getattr(got, key) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_debiased_regret_pays_a_useless_hint_nothing(p):
+    """Simulated: a hint that changes nothing, per-seed difficulty varying around p. The paper's
+    max(0, regret) pays it about as much as a real hint's regret; the debiased estimator ~0."""
+    import random
+    rng = random.Random(1)
+    k, n = 4, 8000
+    clipped = debiased = 0.0
+    for _ in range(n):
+        seeds = [min(1.0, max(0.0, p + rng.uniform(-0.3, 0.3))) for _ in range(k)]
+        pairs = [(float(rng.random() < q), float(rng.random() < q)) for q in seeds]
+        clipped += R.regret_reward(pairs, "clipped") / n
+        debiased += R.regret_reward(pairs, "debiased") / n
+    assert clipped > 0.05
+    assert abs(debiased) < 0.01
+
+
+def test_debiased_regret_still_pays_a_useful_hint():
+    import random
+    rng = random.Random(2)
+    n = 4000
+    total = sum(R.regret_reward([(float(rng.random() < 0.3), float(rng.random() < 0.6))
+                                 for _ in range(4)], "debiased") for _ in range(n)) / n
+    assert total > 0.15  # true regret 0.3
 
 
 @pytest.mark.parametrize("case", GOLDEN["advantages"], ids=lambda c: c["name"])
@@ -167,7 +292,7 @@ def test_advantages_sum_to_zero_per_group():
 
 
 def test_score_design_bundles_both_arms():
-    score = R.score_design("blend", no_hint=[0, 1, 0, 0], hint=[1, 1, 0, 1])
+    score = R.score_design("blend", [0, 1, 0, 0], list(zip([0, 1, 0, 0], [1, 1, 0, 1])))
     # solve rates 1/4 and 3/4; regret 0.5; blend = 0.6 * plateau(0.25) + 0.4 * clip(0.5/0.15)
     assert score.no_hint_solve_rate == 0.25 and score.hint_solve_rate == 0.75
     assert score.regret == pytest.approx(0.5)
@@ -186,11 +311,13 @@ def test_errors_are_narrow():
     with pytest.raises(ValueError, match="mode"):
         R.episode_return([1.0], True, mode="mean")
     with pytest.raises(ValueError):
-        R.apply_invalid_policy([(False, 0.0)], policy="ignore")
+        R.apply_invalid_policy([("syntax", 0.0, True)], policy="ignore")
+    with pytest.raises(ValueError, match="stage"):
+        R.apply_invalid_policy([("nonsense", 0.0, True)])
     with pytest.raises(ValueError):
         R.group_advantages([1.0, 2.0], ["a"])
     with pytest.raises(ValueError):
-        R.LearningPotential(gamma_fast=0.5, gamma_slow=0.9)
+        LearningPotential(gamma_fast=0.5, gamma_slow=0.9)
 
 
 def test_regret_module_does_not_import_torch():
@@ -200,13 +327,3 @@ def test_regret_module_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=pathlib.Path(__file__).parent.parent)
     assert out.stdout.strip() == "False"
-
-
-def test_learning_potential_preview_changes_nothing():
-    from spade_mini.regret import LearningPotential
-    lp = LearningPotential()
-    lp.update("s", [0.0, 0.0])
-    before = (dict(lp.fast), dict(lp.slow))
-    peek = lp.preview("s", [1.0])
-    assert (lp.fast, lp.slow) == before  # nothing moved
-    assert peek == lp.update("s", [1.0]) and peek > 0  # and it is what update() then returns

@@ -1,135 +1,18 @@
 """One adversarial property per test: each ends in a typed SandboxError or a contained result,
 within bounded time, with the test process alive and no sandbox process left behind."""
-import functools
 import os
-import shutil
-import signal
 import socket
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 from gymnasium.utils.env_checker import check_env
+from hostile import (ALL_LAYERS, FAST, SIMPLE, assert_bounded, env_source, expected_layers,
+                     requires, step_once, strays)
 
 from spade_mini.sandbox import (EnvCrashed, EnvLoadError, EnvProtocolError, EnvRuntimeError,
                                 EnvTimeout, SandboxedEnv, SandboxError, SandboxLimits,
                                 validate_env)
 from spade_mini.tooluse import ToolUseEnv
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAST = SandboxLimits(call_timeout_s=1.5, load_timeout_s=3.0, cpu_s=20, memory_mb=256)
-ALL_LAYERS = {"rlimits", "netns", "uid", "pdeathsig", "no_new_privs", "landlock", "seccomp"}
-
-# Bypass the import allowlist on purpose (it is not the boundary): walk from the environment's
-# frame to the worker's globals, which hold the real os, ctypes, sys and builtins.
-KIT = '''
-def worker():
-    try:
-        raise RuntimeError
-    except RuntimeError as e:
-        f = e.__traceback__.tb_frame
-    while "ctypes" not in f.f_globals:
-        f = f.f_back
-    return f.f_globals
-
-def attempt(fn, *args):
-    try:
-        return repr(fn(*args))
-    except BaseException as e:
-        return type(e).__name__
-'''
-
-SIMPLE = '''
-import random
-class CountEnv:
-    def reset(self, seed=None):
-        self.rng = random.Random(seed)
-        self.target, self.turns = self.rng.randint(1, 9), 0
-        return "Guess a digit 1-9 as \\\\boxed{d}.", {"turn": 0}
-    def step(self, action):
-        self.turns += 1
-        won = action.strip() == "\\\\boxed{%d}" % self.target
-        return ("Correct." if won else "Wrong."), float(won), won, self.turns >= 10, {}
-    def hint(self):
-        return "The digit is %d." % self.target
-'''
-
-
-@functools.cache
-def active_layers() -> frozenset:
-    with SandboxedEnv(SIMPLE, limits=FAST) as env:
-        return frozenset(env.layers)
-
-
-def requires(*any_of: str):
-    """Skip a kernel-layer test where none of the layers that stop the attack is available."""
-    return pytest.mark.skipif(not active_layers() & set(any_of),
-                              reason=f"needs one of the layers {any_of}")
-
-
-def expected_layers() -> set:
-    """What this machine should give us; asserting it keeps a broken layer from hiding."""
-    layers = {"rlimits", "pdeathsig", "no_new_privs"}
-    if os.geteuid() == 0:
-        layers |= {"netns", "uid"}
-    try:
-        with open("/sys/kernel/security/lsm") as f:
-            if "landlock" in f.read():
-                layers.add("landlock")
-    except OSError:
-        pass
-    try:
-        import pyseccomp  # noqa: F401
-        layers.add("seccomp")
-    except (ImportError, RuntimeError, OSError):
-        pass
-    return layers
-
-
-def env_source(step: str, reset: str = 'return "start", {}', top: str = "") -> str:
-    body = (f"class ProbeEnv:\n    def reset(self, seed=None):\n{textwrap.indent(reset, ' ' * 8)}"
-            f"\n    def step(self, action):\n{textwrap.indent(step, ' ' * 8)}\n")
-    return KIT + "\n" + top + "\n" + body
-
-
-def strays(tag: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if tag.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
-@pytest.fixture
-def sandbox():
-    made = []
-
-    def make(source: str, limits: SandboxLimits = FAST) -> SandboxedEnv:
-        env = SandboxedEnv(source, limits=limits)
-        made.append(env)
-        return env
-
-    yield make
-    for env in made:
-        env.close()
-        assert strays(env.tag) == [], "a sandbox process survived close()"
-
-
-def step_once(sandbox, step: str, **kw):
-    env = sandbox(env_source(step, **kw))
-    env.reset(seed=0)
-    return env.step("go")
-
-
-def assert_bounded(start: float, limit_s: float = 4.0) -> None:
-    assert time.monotonic() - start < limit_s
-
 
 # ---- the happy path ------------------------------------------------------------------------
 
@@ -197,8 +80,7 @@ def test_sigterm_ignoring_hang_is_killed(sandbox):
 
 
 def test_spinning_thread_gets_recycled(sandbox):
-    step = ('T = worker()["__builtins__"].__import__("_thread")\n'
-            'T.start_new_thread(lambda: [0 for _ in iter(int, 1)], ())\n'
+    step = ('spin_thread()\n'
             'return "spawned", 0.0, False, False, {}')
     env = sandbox(env_source(step))
     env.reset(seed=0)
@@ -237,11 +119,10 @@ def test_cpu_limit_kills_a_spinning_child(sandbox):
     assert_bounded(start, 4.0)
 
 
-def test_open_file_and_file_size_limits(sandbox):
-    step = ('files = attempt(lambda: [open("f%d" % i, "w") for i in range(200)])\n'
-            'big = attempt(lambda: open("big", "wb").write(bytes(32 * 2**20)))\n'
-            'return files + " " + big, 0.0, False, False, {}')
-    assert step_once(sandbox, step)[0] == "OSError OSError"
+def test_open_file_limit(sandbox):
+    step = ('files = attempt(lambda: [open("/dev/null") for i in range(200)])\n'
+            'return files, 0.0, False, False, {}')
+    assert step_once(sandbox, step)[0] == "OSError"  # EMFILE
 
 
 def test_output_flood_is_harmless(sandbox):
@@ -373,28 +254,12 @@ def test_double_fork_orphan_leaves_nothing(sandbox):
         step_once(sandbox, step)  # the fixture asserts that nothing with the tag survives
 
 
-@requires('seccomp', 'landlock', 'uid')
+@requires('seccomp', 'landlock', 'uid', 'pidns')
 def test_signal_to_the_parent_is_denied(sandbox):
-    step = 'os = worker()["os"]\nreturn attempt(os.kill, os.getppid(), 9), 0.0, False, False, {}'
-    assert step_once(sandbox, step)[0] == "PermissionError"  # and we are still alive
-
-
-def test_parent_death_kills_the_child():
-    script = ("import sys, time; sys.path.insert(0, %r)\n"
-              "from spade_mini.sandbox import SandboxedEnv\n"
-              "env = SandboxedEnv('class AEnv:\\n    pass\\n')\n"
-              "print(env.tag, env._tempdir, flush=True); time.sleep(60)\n") % ROOT
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    tag, tempdir = parent.stdout.readline().split()
-    assert strays(tag)
-    parent.send_signal(signal.SIGKILL)
-    parent.wait()
-    parent.stdout.close()
-    shutil.rmtree(tempdir)  # the killed parent could not clean up after itself
-    deadline = time.monotonic() + 3
-    while strays(tag) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert strays(tag) == []
+    step = ('os = worker()["os"]\nr = [attempt(os.kill, pid, 9) for pid in (os.getppid(), %d)]\n'
+            'return " ".join(r), 0.0, False, False, {}') % os.getpid()
+    assert step_once(sandbox, step)[0] in ("PermissionError PermissionError",  # still alive
+                                          "PermissionError ProcessLookupError")  # no such pid here
 
 
 # ---- files and secrets ---------------------------------------------------------------------
@@ -410,20 +275,19 @@ def test_reading_a_file_outside_is_denied(sandbox, tmp_path):
 
 
 @requires('landlock')
-def test_writing_outside_is_denied_inside_is_allowed(sandbox, tmp_path):
-    outside = tmp_path / "planted.txt"
-    step = (f'bad = attempt(lambda: open("{outside}", "w").write("x"))\n'
-            'good = attempt(lambda: open("scratch.txt", "w").write("x"))\n'
-            'return bad + " " + good, 0.0, False, False, {}')
-    assert step_once(sandbox, step)[0] == "PermissionError 1"
-    assert not outside.exists()
+def test_no_directory_is_writable(sandbox, tmp_path):
+    tmp_path.chmod(0o777)  # even a world-writable directory
+    paths = [tmp_path / "planted.txt", "scratch.txt", "/tmp/planted.txt", "/dev/shm/planted"]
+    step = (f'r = [attempt(lambda: open(p, "w").write("x")) for p in {[str(p) for p in paths]!r}]'
+            '\nreturn " ".join(r), 0.0, False, False, {}')
+    assert step_once(sandbox, step)[0] == " ".join(["PermissionError"] * 4)
+    assert not (tmp_path / "planted.txt").exists()
 
 
 @requires('uid', 'landlock')
 def test_parent_environ_is_unreadable(sandbox):
-    step = ('os = worker()["os"]\n'
-            'r = attempt(lambda: open("/proc/%d/environ" % os.getppid(), "rb").read())\n'
-            'return r, 0.0, False, False, {}')
+    step = ('r = attempt(lambda: open("/proc/%d/environ", "rb").read())\n'
+            'return r, 0.0, False, False, {}') % os.getpid()
     assert step_once(sandbox, step)[0] == "PermissionError"
 
 
@@ -483,38 +347,6 @@ def test_constructor_error_is_a_load_error_with_traceback():
     with pytest.raises(EnvLoadError, match="boom") as err:
         SandboxedEnv(src, limits=FAST)
     assert "<env>" in err.value.traceback
-
-
-# ---- validate_env --------------------------------------------------------------------------
-
-def test_validate_accepts_a_good_env():
-    v = validate_env(SIMPLE, limits=FAST)
-    assert v.ok and v.reasons == [] and v.class_name == "CountEnv" and v.has_hint
-    assert "load" in v.timings
-
-
-@pytest.mark.parametrize("source, needle", [
-    ("class A\n", "syntax error"),
-    (SIMPLE + "\nclass OtherEnv:\n    pass\n", "exactly one"),
-    (SIMPLE.replace("self.turns >= 10", "False"), "did not end within"),
-    (SIMPLE.replace("float(won)", "100.0"), "outside [-10, 10]"),
-    (SIMPLE.replace("random.Random(seed)", "random.Random()").replace(
-        'return "Guess', 'return str(self.rng.random()) + "Guess'),
-     "different first observations"),
-    (SIMPLE.replace("float(won)", "won"), "bool reward"),
-    (SIMPLE.replace('return "Guess', 'return 5 or "Guess'), "must be a str"),
-])
-def test_validate_explains_failures(source, needle):
-    v = validate_env(source, limits=FAST)
-    assert not v.ok and any(needle in r for r in v.reasons), v.reasons
-
-
-def test_validate_respects_its_time_budget():
-    slow = SIMPLE.replace("self.turns += 1", "self.turns += 1\n        sum(range(3 * 10**6))")
-    start = time.monotonic()
-    v = validate_env(slow, limits=FAST, time_budget_s=0.2)
-    assert not v.ok and any("budget" in r for r in v.reasons)
-    assert_bounded(start, 6.0)
 
 
 # ---- tooluse -------------------------------------------------------------------------------

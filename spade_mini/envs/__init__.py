@@ -7,6 +7,12 @@ environment is winnable. The files are read as text and run in the sandbox like 
 they are never imported into the training process. Tool-use files import `tooluse`, which exists
 only inside the sandbox.
 
+By convention `solution()` is the last method of the class and nothing follows it, so
+`HandEnv.design_source` (the source cut just before `def solution`) is itself a complete, valid
+environment: it is what a designer is shown and trained on. The examples are kept short (at most
+320 tokens of the embedded model's tokenizer without their solution) so that a small model can
+read and write one in a single reply.
+
 EXAMPLES seed the environment memory and form the fixed-pool baseline. HELDOUT is for evaluation
 only and must never be shown to the designer. Omitted on purpose: difficulty levels (each
 environment has one modest difficulty, sized for a small model).
@@ -25,6 +31,11 @@ class HandEnv:
     summary: str  # one line
     source: str  # the full environment source code
 
+    @property
+    def design_source(self) -> str:
+        """The source without its `solution()` method, the last one by convention."""
+        return self.source.split("\n    def solution(self)")[0].rstrip() + "\n"
+
 
 def load(name: str, setting: str, skill: str, summary: str) -> HandEnv:
     """Read `<name>.py` from this folder as an environment's source."""
@@ -39,7 +50,7 @@ EXAMPLES: list[HandEnv] = [
     load("nim", "games", "strategic_planning",
          "Take 1-3 stones per turn against a fixed opponent; taking the last stone wins."),
     load("grid_walk", "games", "spatial_reasoning",
-         "Steer a robot around walls to a goal on a 5x5 grid within a move budget."),
+         "Steer a robot through the gaps in two walls to a goal on a 5x5 grid within 20 moves."),
     load("sequence_next", "games", "pattern_recognition",
          "Give the next three terms of a number sequence, one per turn."),
     load("arithmetic_chain", "games", "mathematical_reasoning",
@@ -47,9 +58,9 @@ EXAMPLES: list[HandEnv] = [
     load("switch_lamps", "games", "causal_inference",
          "Flip switches and watch lamps to work out which switch controls which lamp."),
     load("knapsack", "games", "optimization",
-         "Choose items of greatest total value under a weight limit, in three tries."),
+         "Find the greatest total value of items within a weight limit, in three tries."),
     load("inventory_order", "tool_use", "api_orchestration",
-         "Look up a product's id and stock, then place an order for it."),
+         "Look up a product's id, order it and report the order id."),
     load("bank_retry", "tool_use", "error_recovery",
          "Make a transfer through a bank API whose first attempts fail and must be retried."),
     load("kv_rename", "tool_use", "state_modification",

@@ -1,54 +1,35 @@
-"""Make a bank transfer through an API that fails at first and must be retried (error recovery)."""
-import json
-
 from tooluse import ToolUseEnv
 
 
-def call(tool, **arguments):
-    """One action string that calls `tool` with `arguments`."""
-    return "<tool_call>" + json.dumps({"name": tool, "arguments": arguments}) + "</tool_call>"
-
-
 class BankRetryEnv(ToolUseEnv):
+    """Make a transfer through a bank API that fails at first."""
     def _reset(self, rng):
-        self.balances = {"checking": rng.randint(20, 90) * 10, "savings": rng.randint(5, 60) * 10}
-        self.amount = rng.randint(2, 15) * 10
-        self.failures = rng.randint(1, 2)  # outages before the service answers
-        self.transfers = 0
-        return (f"Transfer {self.amount} dollars from the checking account to the savings account, "
-                "exactly once. The bank service is unreliable: if a call fails, nothing happened "
-                "and you may retry. Tools: transfer, get_balance. Then reply "
-                "<answer>BALANCE</answer> with the new savings balance as a number.")
+        self.savings, self.amount = rng.randint(10, 90) * 10, rng.randint(2, 9) * 10
+        self.outages, self.goal = rng.randint(1, 2), self.savings + self.amount
+        return (f"Move {self.amount} dollars from checking to savings once; a failed call moves "
+                "nothing. Then answer the new savings balance.")
 
-    def tool_transfer(self, from_account: str, to_account: str, amount: int):
-        """Move `amount` dollars between two accounts ("checking" or "savings")."""
-        if self.failures > 0:
-            self.failures -= 1
-            return "Error: 503 service temporarily unavailable. No money was moved; try again."
-        if from_account not in self.balances or to_account not in self.balances:
-            raise KeyError("accounts are 'checking' and 'savings'")
-        if int(amount) <= 0 or int(amount) > self.balances[from_account]:
-            raise ValueError("invalid amount")
-        self.balances[from_account] -= int(amount)
-        self.balances[to_account] += int(amount)
-        self.transfers += 1
-        return {"status": "completed", "amount": int(amount)}
+    def tool_transfer(self, amount: int):
+        """Move `amount` dollars from checking to savings."""
+        if self.outages:
+            self.outages -= 1
+            raise ConnectionError("503 service unavailable, nothing was moved")
+        self.savings += int(amount)
+        return "Transfer completed."
 
-    def tool_get_balance(self, account: str):
-        """The current balance of "checking" or "savings"."""
-        if account not in self.balances:
-            raise KeyError("accounts are 'checking' and 'savings'")
-        return {"account": account, "balance": self.balances[account]}
+    def tool_get_balance(self):
+        """The balance of the savings account."""
+        return self.savings
 
     def _check_answer(self, answer):
-        return self.transfers == 1 and answer.strip().lstrip("$") == str(self.balances["savings"])
+        return self.savings == self.goal and answer == str(self.goal)
 
     def hint(self):
-        return ("A failed transfer changed nothing, so repeat the same call until it reports "
-                "completed, then stop transferring, read the savings balance and answer it.")
+        return "Repeat a failed transfer until it completes, then read the savings balance."
 
     def solution(self):
-        move = call("transfer", from_account="checking", to_account="savings", amount=self.amount)
-        final = self.balances["savings"] + self.amount
-        return [move] * (self.failures + 1) + [call("get_balance", account="savings"),
-                                               f"<answer>{final}</answer>"]
+        import json
+        def call(name, **arguments):
+            return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+        return [call("transfer", amount=self.amount)] * (self.outages + 1) + [
+            call("get_balance"), f"<answer>{self.goal}</answer>"]

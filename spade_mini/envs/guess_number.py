@@ -1,54 +1,27 @@
-"""Guess a hidden number from higher/lower feedback (logical deduction by halving)."""
 import random
-import re
-
-MAX_TURNS = 25
-
-
-def unbox(action):
-    """The text inside \\boxed{...}, or the raw action when there is no box."""
-    match = re.search(r"\\boxed\{(.*)\}", action, re.S)
-    return (match.group(1) if match else action).strip()
 
 
 class GuessNumberEnv:
-    LOW, HIGH, MAX_GUESSES = 1, 64, 7
-
+    """Guess a number from 1 to 64 with higher/lower feedback."""
     def reset(self, seed=None):
-        self.rng = random.Random(seed)
-        self.secret = self.rng.randint(self.LOW, self.HIGH)
-        self.guesses = 0
-        self.done = False
-        obs = (f"I am thinking of a whole number from {self.LOW} to {self.HIGH}. You have "
-               f"{self.MAX_GUESSES} guesses. After each guess I tell you whether my number is "
-               "higher or lower. Answer with one number per turn, e.g. \\boxed{32}.")
-        return obs, {}
+        self.secret, self.left = random.Random(seed).randint(1, 64), 7
+        return "Guess my number from 1 to 64 in 7 tries. Answer like \\boxed{32}.", {}
 
     def step(self, action):
-        if self.done:
-            return "The game is over.", 0.0, True, False, {}
-        self.guesses += 1
-        text = unbox(action)
-        left = self.MAX_GUESSES - self.guesses
-        if not re.fullmatch(r"-?\d+", text):
-            obs = f"'{text}' is not a whole number. Guesses left: {left}."
-        elif int(text) == self.secret:
-            self.done = True
-            return f"Correct! The number was {self.secret}.", 1.0, True, False, {}
-        else:
-            word = "higher" if self.secret > int(text) else "lower"
-            obs = f"My number is {word} than {text}. Guesses left: {left}."
-        if left == 0:
-            self.done = True
-            return obs + f" Out of guesses; the number was {self.secret}.", 0.0, True, False, {}
-        return obs, 0.0, False, self.guesses >= MAX_TURNS, {}
+        self.left -= 1
+        guess = action.strip().removeprefix("\\boxed{").removesuffix("}")
+        if not guess.isdecimal():
+            return f"Answer a whole number. {self.left} tries left.", 0.0, self.left == 0, False, {}
+        if int(guess) == self.secret:
+            return "Correct!", 1.0, True, False, {}
+        word = "higher" if int(guess) < self.secret else "lower"
+        return f"My number is {word} than {guess}. {self.left} tries left.", 0.0, self.left == 0, False, {}
 
     def hint(self):
-        return ("Keep track of the smallest and largest numbers still possible and always guess "
-                "the middle of that range; each answer halves what is left.")
+        return "Always guess the middle of the range still possible; each answer halves it."
 
     def solution(self):
-        low, high, moves = self.LOW, self.HIGH, []
+        low, high, moves = 1, 64, []
         while True:
             mid = (low + high) // 2
             moves.append(f"\\boxed{{{mid}}}")

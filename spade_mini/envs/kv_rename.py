@@ -1,61 +1,40 @@
-"""Rename a key and update a counter in a key-value store; the final state is checked
-(state modification)."""
-import json
-
 from tooluse import ToolUseEnv
-
-NAMES = ["alice", "bruno", "chen", "dana", "emil", "fatima", "gita", "hugo"]
-
-
-def call(tool, **arguments):
-    """One action string that calls `tool` with `arguments`."""
-    return "<tool_call>" + json.dumps({"name": tool, "arguments": arguments}) + "</tool_call>"
 
 
 class KvRenameEnv(ToolUseEnv):
+    """Rename a key and bump a counter in a store."""
     def _reset(self, rng):
-        old, new = rng.sample(NAMES, 2)
-        self.old, self.new = f"user:{old}", f"user:{new}"
-        self.store = {f"user:{n}": f"token-{rng.randint(1000, 9999)}" for n in NAMES if n != new}
-        self.store["visits"] = str(rng.randint(10, 99))
-        self.add = rng.randint(2, 9)
-        self.expected = dict(self.store)
-        self.expected[self.new] = self.expected.pop(self.old)
-        self.expected["visits"] = str(int(self.store["visits"]) + self.add)
-        return (f"In the key-value store, rename the key '{self.old}' to '{self.new}' (same value, "
-                f"the old key removed) and increase the number stored under 'visits' by {self.add}. "
-                "Leave every other key unchanged. Tools: get, set, delete, list_keys. Reply "
-                "<answer>done</answer> when finished; the store is checked then.")
+        old, new = rng.sample(["red", "blue", "gold"], 2)
+        self.store = {old: rng.randint(10, 99), "visits": rng.randint(10, 99)}
+        add = rng.randint(2, 9)
+        self.goal = {new: self.store[old], "visits": self.store["visits"] + add}
+        return f"Rename key {old} to {new} and add {add} to visits, then answer done."
 
     def tool_get(self, key: str):
-        """The value stored under `key`."""
-        if key not in self.store:
-            raise KeyError(f"no key {key!r}")
-        return {"key": key, "value": self.store[key]}
+        """The value under a key."""
+        return self.store[key]
 
-    def tool_set(self, key: str, value: str):
-        """Store `value` (a string) under `key`, replacing any old value."""
-        self.store[key] = str(value)
-        return {"ok": True}
+    def tool_set(self, key: str, value: int):
+        """Store a value under a key."""
+        self.store[key] = int(value)
+        return "ok"
 
     def tool_delete(self, key: str):
-        """Remove `key` from the store."""
-        if self.store.pop(key, None) is None:
-            raise KeyError(f"no key {key!r}")
-        return {"ok": True}
-
-    def tool_list_keys(self):
-        """All keys in the store."""
-        return sorted(self.store)
+        """Remove a key."""
+        return self.store.pop(key)
 
     def _check_answer(self, answer):
-        return answer.strip().lower() == "done" and self.store == self.expected
+        return answer == "done" and self.store == self.goal
 
     def hint(self):
-        return ("Read the old key's value and copy it to the new key before deleting the old one; "
-                "read the counter, add to it yourself and write back the sum as a string.")
+        return "Copy the old key's value to the new key before deleting it."
 
     def solution(self):
-        return [call("get", key=self.old), call("set", key=self.new, value=self.store[self.old]),
-                call("delete", key=self.old), call("get", key="visits"),
-                call("set", key="visits", value=self.expected["visits"]), "<answer>done</answer>"]
+        import json
+        def call(name, **arguments):
+            return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+        old, = set(self.store) - {"visits"}
+        new, = set(self.goal) - {"visits"}
+        return [call("get", key=old), call("set", key=new, value=self.store[old]),
+                call("delete", key=old), call("get", key="visits"),
+                call("set", key="visits", value=self.goal["visits"]), "<answer>done</answer>"]

@@ -1,0 +1,216 @@
+"""`SandboxedEnv`: a generated environment as a `gymnasium.Env` whose code runs in a child.
+
+reset/step/hint are forwarded to ONE persistent child process (process.py) over the checked
+JSON-lines protocol (protocol.py). Each public call has one wall-clock deadline, computed when
+it starts and shared by writing the request and reading the reply:
+
+    SandboxedEnv(...)  load_timeout_s
+    reset()            call_timeout_s, plus load_timeout_s when it starts a fresh child
+    step(), hint()     call_timeout_s
+    close()            process.KILL_WAIT_S (kill first, then wait)
+
+and none runs past `deadline` when one is given (validate_env's overall budget). After any
+error the child is killed (the next reset() starts a fresh one); a child whose environment left
+a thread or a process running is replaced at the next reset(), so a spinning thread costs one
+episode at most; one that starts a thread while loading does not load. `options` in reset() is
+accepted for gymnasium and ignored. `start_envs` starts many children at once.
+"""
+import os
+import string
+import subprocess
+import time
+import uuid
+
+import gymnasium
+
+from spade_mini.sandbox.limits import (EnvCrashed, EnvLoadError, EnvProtocolError, SandboxError,
+                                       SandboxLimits)
+from spade_mini.sandbox.process import Child, available_layers, start_error
+from spade_mini.sandbox.protocol import check_shape
+from spade_mini.sandbox.source import MAX_SOURCE_CHARS, SourceError, imported_modules, parse_source
+from spade_mini.sandbox.worker import ALLOWED_IMPORTS
+
+_TEXT = dict(min_length=0, charset=string.printable)
+START_PARALLEL = 2 * (os.cpu_count() or 1)  # children loading at once in start_envs
+EXIT_WAIT_S = 0.2  # after the reply pipe closed: how long to wait for the exit code
+
+
+def preload_for(source: str) -> list[str]:
+    """The allowed modules the source imports (the child imports them before hardening; the
+    rest of the standard library costs neither memory nor start-up time)."""
+    try:
+        names = [name for _, name in imported_modules(parse_source(source))]
+    except SourceError:  # the child's own compile will say what is wrong
+        return []
+    return sorted({n for n in names if n.partition(".")[0] in ALLOWED_IMPORTS})
+
+
+class SandboxedEnv(gymnasium.Env):
+    """A generated environment running in its own hardened child process."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, source: str, *, limits: SandboxLimits | None = None,
+                 deadline: float | None = None):
+        """`deadline`: a time.monotonic() instant that no call of this environment runs past."""
+        self._setup(source, limits, deadline)
+        self._launch(self._until(self.limits.load_timeout_s))
+        self._await_ready()
+
+    def _setup(self, source: str, limits: SandboxLimits | None, deadline: float | None) -> None:
+        self.source = source
+        self.limits = limits or SandboxLimits()
+        self.deadline = deadline
+        self.observation_space = gymnasium.spaces.Text(self.limits.max_obs_chars, **_TEXT)
+        self.action_space = gymnasium.spaces.Text(self.limits.max_action_chars, **_TEXT)
+        self.tag = uuid.uuid4().hex  # in the child's environ, so tests can find strays
+        self.layers: list[str] = list(available_layers())
+        self.class_name: str | None = None
+        self.has_hint = False
+        self.notes: list[str] = []  # non-fatal coercions in the last reply ("reward was a bool")
+        self.restarts = 0
+        self._child: Child | None = None
+        self._recycle = False
+        self._next_id = 1
+
+    def _until(self, timeout_s: float, end: float | None = None) -> float:
+        ends = [time.monotonic() + timeout_s] + [t for t in (end, self.deadline) if t is not None]
+        return min(ends)
+
+    # ---- life cycle ----
+    def _launch(self, deadline: float) -> None:
+        if not isinstance(self.source, str) or len(self.source) > MAX_SOURCE_CHARS:
+            raise EnvLoadError(f"the source must be a str of at most {MAX_SOURCE_CHARS} "
+                               "characters", stage="syntax")
+        self._child = Child(self.limits, self.tag, tuple(self.layers), self.source,
+                            preload_for(self.source))
+        self._start_deadline = deadline
+        self._recycle = False
+
+    def _await_ready(self) -> None:
+        child = self._child
+        try:
+            ready = child.ready(self._start_deadline, self.limits.load_timeout_s)
+            if not (isinstance(ready, dict) and type(ready.get("class_name")) is str
+                    and type(ready.get("has_hint")) is bool):
+                raise EnvProtocolError("malformed start-up reply from the environment process")
+            threads, subprocesses = child.census()
+            if threads > 1 or subprocesses:
+                raise EnvLoadError("the environment left a thread or a process running while "
+                                   "loading; environments must not start threads")
+        except SandboxError as exc:
+            code = child.exit_code()
+            self._stop()
+            raise start_error(exc, code) from None
+        self.class_name, self.has_hint = ready["class_name"], ready["has_hint"]
+
+    def _stop(self) -> None:
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
+
+    def close(self) -> None:
+        self._stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_child", None) is not None:
+            self._stop()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._child is None else self._child.proc.pid
+
+    # ---- one call ----
+    def _call(self, op: str, shape: tuple, deadline: float, max_chars: int, **args):
+        if self._child is None:
+            raise SandboxError("the environment process is not running; call reset() first")
+        req_id, self._next_id = self._next_id, self._next_id + 1
+        try:
+            value, self.notes = self._child.call({"id": req_id, "op": op, **args}, deadline,
+                                                 self.limits.call_timeout_s, max_chars)
+            if not check_shape(value, shape):
+                raise EnvProtocolError(f"malformed {op} reply from the environment process")
+        except EnvCrashed as exc:
+            raise self._crashed(exc) from None
+        except SandboxError:
+            self._stop()  # after any error the child is suspect: restart at the next reset
+            raise
+        return value
+
+    def _crashed(self, exc: EnvCrashed) -> EnvCrashed:
+        try:
+            code = self._child.proc.wait(timeout=EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:  # it closed its pipe but still runs: kill() will do
+            code = None
+        self._stop()
+        return exc if code is None else EnvCrashed(f"{exc} (code {code})")
+
+    def _needs_fresh_child(self) -> bool:
+        if self._child is None or self._recycle:
+            return True
+        threads, subprocesses = self._child.census()  # a thread left running slows every step
+        return threads > 1 or subprocesses
+
+    # ---- gymnasium API ----
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        limits = self.limits
+        end = None
+        if self._needs_fresh_child():
+            end = self._until(limits.load_timeout_s + limits.call_timeout_s)
+            self._stop()
+            self.restarts += 1
+            self._launch(self._until(limits.load_timeout_s, end))
+            self._await_ready()
+        obs, info = self._call("reset", (str, dict), self._until(limits.call_timeout_s, end),
+                               limits.max_obs_chars, seed=seed)
+        return obs, info
+
+    def step(self, action: str):
+        obs, reward, terminated, truncated, info = self._call(
+            "step", (str, float, bool, bool, dict), self._until(self.limits.call_timeout_s),
+            self.limits.max_obs_chars, action=str(action)[: self.limits.max_action_chars])
+        return obs, reward, terminated, truncated, info
+
+    def hint(self) -> str:
+        if not self.has_hint:
+            raise SandboxError("the environment defines no hint()")
+        return self._call("hint", (str,), self._until(self.limits.call_timeout_s),
+                          self.limits.max_hint_chars)
+
+
+def start_envs(sources: list[str], *, limits: SandboxLimits | None = None,
+               parallel: int = START_PARALLEL) -> list:
+    """One `SandboxedEnv` per source, `parallel` of them loading at once; a source that does
+    not start gets its `SandboxError` in its slot instead (the others are unaffected)."""
+    out: list = [None] * len(sources)
+    loading: list[tuple[int, SandboxedEnv]] = []
+
+    def launch(i: int) -> None:
+        env = SandboxedEnv.__new__(SandboxedEnv)
+        env._setup(sources[i], limits, None)
+        try:
+            env._launch(env._until(env.limits.load_timeout_s))
+            loading.append((i, env))
+        except SandboxError as exc:
+            out[i] = exc
+
+    for i in range(min(parallel, len(sources))):
+        launch(i)
+    for nxt in range(min(parallel, len(sources)), len(sources) + parallel):
+        if loading:
+            i, env = loading.pop(0)
+            try:
+                env._await_ready()
+                out[i] = env
+            except SandboxError as exc:
+                out[i] = exc
+        if nxt < len(sources):
+            launch(nxt)
+    return out

@@ -1,0 +1,73 @@
+"""The novelty guard: a copy of a known environment, up to names, comments and docstrings, is a
+duplicate; a genuinely different environment is not."""
+import random
+
+from spade_mini.designer import GAME_EXAMPLE, design_environments, skills_for
+from spade_mini.novelty import fingerprint
+from spade_mini.sandbox import MAX_SOURCE_CHARS
+
+RENAMED = r'''import random, re
+
+class SumGameEnv:
+    # every name changed, the docstrings gone, comments added
+    def reset(self, seed=None):
+        gen = random.Random(seed)
+        self.goal, self.acc, self.t = gen.randint(20, 40), 0, 0  # the same numbers
+        return self.show("Add a digit 1-9 each turn, e.g. \\boxed{5}."), {}
+
+    def show(self, text):
+        return f"{text} Total {self.acc}, target {self.goal}, turns left {6 - self.t}."
+
+    def step(self, move):
+        self.t += 1
+        hit = re.fullmatch(r"\\boxed\{([1-9])\}", move.strip())
+        if hit:
+            self.acc += int(hit.group(1))
+        if self.acc == self.goal:
+            return "Exact total reached!", 1.0, True, False, {}
+        done = self.acc > self.goal or self.t >= 6
+        return self.show("Added." if hit else "Invalid move."), 0.0, done, False, {}
+
+    def hint(self):
+        return "Split the remaining difference over the turns left."
+'''
+
+DIFFERENT = RENAMED.replace("randint(20, 40)", "randint(10, 30)").replace("6 - self.t", "8 - self.t") \
+    .replace("self.t >= 6", "self.t >= 8")
+
+
+def test_a_renamed_copy_has_the_same_fingerprint():
+    assert fingerprint(RENAMED) == fingerprint(GAME_EXAMPLE)
+
+
+def test_other_numbers_make_another_environment():
+    assert fingerprint(DIFFERENT) != fingerprint(GAME_EXAMPLE)
+
+
+def test_unparsable_or_huge_sources_have_no_fingerprint():
+    assert fingerprint("class Broken(:") is None
+    assert fingerprint("(" * 200_000) is None  # a parser bomb is bounded, never raised
+    assert fingerprint("x = 1\n" * (MAX_SOURCE_CHARS // 6 + 1)) is None
+
+
+class Replies:
+    """A policy double that answers designer prompts with prepared replies."""
+
+    def __init__(self, texts):
+        self.texts = list(texts)
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        from spade_mini.model import Completion
+        return [Completion(self.texts.pop(0), [1, 2], [3, 4], True) for _ in chats]
+
+
+def test_design_environments_marks_copies_duplicate():
+    skills = skills_for("games")[:1] * 3
+    policy = Replies([f"```python\n{RENAMED}```", f"```python\n{DIFFERENT}```",
+                      f"```python\n{DIFFERENT}```"])
+    designs = design_environments(policy, skills, None, None, random.Random(0), max_new_tokens=64,
+                                  temperature=0.6, iteration=0)
+    assert [d.stage for d in designs] == ["duplicate", "valid", "duplicate"]
+    assert "the prompt's example" in designs[0].reasons[0]
+    assert designs[2].reasons[0].startswith("duplicate: the same environment as it0000-01")
+    assert [d.valid for d in designs] == [False, True, False]
