@@ -120,8 +120,9 @@ def lockstep(policy, args) -> None:
 
 def multi_turn(policy, args) -> None:
     source = next(e for e in EXAMPLES if e.name == MULTI_TURN_GAME).source
-    source = source.replace("MAX_GUESSES = 1, 64, 7", f"MAX_GUESSES = 1, 64, {args.max_turns}")
-    assert f"MAX_GUESSES = 1, 64, {args.max_turns}" in source, "guess_number changed: update the bench"
+    cap = f"randint(1, 64), {args.max_turns}"  # the guess cap becomes the turn count
+    source = source.replace("randint(1, 64), 7", cap).replace("in 7 tries", f"in {args.max_turns} tries")
+    assert cap in source, "guess_number changed: update the bench"
     jobs = [Job(source, seed) for seed in range(args.episodes)]
     print(f"{args.episodes} episodes x {args.max_turns} turns of {MULTI_TURN_GAME}, embedded model "
           f"({args.quantize}), greedy, {args.turn_max_new_tokens} new tokens per turn")
