@@ -1,8 +1,10 @@
 """The agent: play environments turn by turn, all episodes in lockstep.
 
 `play_episodes(policy, jobs, ...)` starts one sandboxed environment per job, and then, each
-turn, puts every live episode's chat into ONE batched `generate` call (finished episodes drop
-out). Batching is the main speed lever even on a CPU. A job names the environment source, the
+turn, puts every live episode's chat into ONE batched `continue_chats` call (finished episodes
+drop out; within the call each row stops at its EOS and each episode reuses the keys and values
+of its previous turn; a policy without that method gets `generate`). Batching is the main speed
+lever even on a CPU. A job names the environment source, the
 seed, and the arm: `no_hint` (trained) or `hint` (the privileged hint is appended to the first
 observation; never trained). The same seeds are played in both arms, so regret is a paired
 difference.
@@ -19,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from spade_mini.model import PLAIN, Sampling, acting_as
+from spade_mini.model import PLAIN, Sampling, acting_as, continue_chats
 from spade_mini.regret import episode_return
 from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits, start_envs
 
@@ -161,8 +163,8 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
             if not live:
                 break
             with acting_as(policy, "agent"):
-                outs = policy.generate([episodes[i].messages for i in live], max_new_tokens,
-                                       temperature=temperature)
+                outs = continue_chats(policy, [episodes[i].messages for i in live], max_new_tokens,
+                                      temperature=temperature, keys=[id(episodes[i]) for i in live])
             still = []
             for i, out in zip(live, outs):
                 ep = episodes[i]

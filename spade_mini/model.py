@@ -6,9 +6,13 @@ Hugging Face hub id, a local path, or a tiny random model for tests. The base we
 NF4 (bitsandbytes) or unquantized; training is a LoRA adapter (peft) or, with the same code path,
 every weight. The role is set only by the prompt; this module knows nothing about environments.
 
-Shapes: B sequences in a batch, T tokens, V vocabulary, C completion tokens kept for scoring.
-Omitted on purpose: vLLM and other fast inference engines (plain Hugging Face `generate`),
-multi-GPU, and a frozen reference model (the loss has no KL term).
+Two ways to sample: `generate` (one Hugging Face `generate` call) and `continue_chats` (the
+agent's turns: `decoding.decode` drops finished rows and reuses each episode's keys and values
+between turns; the same greedy output). Scoring lives in `scoring.py`.
+
+Shapes: B sequences in a batch, T tokens.
+Omitted on purpose: vLLM and other fast inference engines, multi-GPU, and a frozen reference
+model (the loss has no KL term).
 """
 from __future__ import annotations
 
@@ -23,25 +27,16 @@ from pathlib import Path
 
 import torch
 
+# The scoring names are part of the policy's interface: import them from here or from scoring.
+from spade_mini.scoring import PLAIN, Sampling, left_pad, sampled_logprobs, sampling_support, token_logprobs  # noqa: F401
+
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "smollm2-135m-instruct"
+CHAT_CACHE_BYTES = 8 * 2**30  # keys and values kept between an agent's turns, at most
 
 
 class ModelError(RuntimeError):
     """A model that cannot be loaded; the message names the fix."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How tokens were drawn: softmax(logits / temperature), cut to the top_k most likely tokens
-    (0: no cut), then to the smallest set holding top_p of the probability (1.0: no cut).
-    Scoring a sample with the same settings is what makes the update on-policy."""
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-
-
-PLAIN = Sampling()  # the untruncated softmax: supervised targets are scored with it
 
 
 @dataclass
@@ -54,8 +49,8 @@ class Completion:
 
 
 class Policy:
-    """A model, its tokenizer and its sampling settings: `generate` for chats, and the
-    trainable parameters for the update.
+    """A model, its tokenizer and its sampling settings: `generate` for chats, `continue_chats`
+    for chats that continue over turns, and the trainable parameters for the update.
 
     Modes are set explicitly: `generate` puts the model in eval mode (no dropout) and
     `reinforce.update` in train mode (dropout and gradient checkpointing, which transformers
@@ -65,7 +60,8 @@ class Policy:
     """
 
     def __init__(self, model, tokenizer, *, device: torch.device, temperature=0.6, top_p=0.95, top_k=20,
-                 autocast: torch.dtype | None = None, adapters: dict[str, str] | None = None):
+                 autocast: torch.dtype | None = None, adapters: dict[str, str] | None = None,
+                 chat_cache_bytes: int = CHAT_CACHE_BYTES):
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
         self.autocast, self.adapters = autocast, adapters
@@ -75,7 +71,12 @@ class Policy:
         self.eos_ids = {int(e) for e in eos + [tokenizer.eos_token_id] if e is not None}
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(self.eos_ids))
-        self.tokens_generated = 0  # running count, for throughput metrics
+        from spade_mini.decoding import ChatCache
+        self.chat_cache = ChatCache(chat_cache_bytes)
+        # running counts, for throughput metrics: tokens kept, and positions the model computed
+        # (prefilled prompt positions with their padding, decoded positions with the padding
+        # after EOS that `generate` decodes), and prompt tokens whose keys and values were reused
+        self.tokens_generated = self.tokens_prefilled = self.tokens_decoded = self.tokens_reused = 0
 
     def prompt_ids(self, chat: list[dict], tools: list[dict] | None = None) -> list[int]:
         out = self.tokenizer.apply_chat_template(chat, tools=tools or None, add_generation_prompt=True,
@@ -116,11 +117,52 @@ class Policy:
             return []
         tools = tools or [None] * len(chats)
         prompts = [self.prompt_ids(c, t) for c, t in zip(chats, tools)]
-        outputs = self.generate_ids(prompts, max_new_tokens, temperature)
+        return self.completions(prompts, self.generate_ids(prompts, max_new_tokens, temperature), temperature)
+
+    def completions(self, prompts, outputs, temperature) -> list[Completion]:
         sampling = self.sampling(temperature)
         return [Completion(text=self.tokenizer.decode(ids, skip_special_tokens=True), prompt_ids=p,
                            completion_ids=ids, finished=fin, sampling=sampling)
                 for p, (ids, fin) in zip(prompts, outputs)]
+
+    @torch.no_grad()
+    def continue_chats(self, chats: list[list[dict]], max_new_tokens: int, temperature: float | None = None,
+                       tools: list[list[dict] | None] | None = None, keys: list | None = None) -> list[Completion]:
+        """`generate` for chats that go on over turns: each row stops at its EOS, and a chat
+        given a key reuses the keys and values its key's chat left in the previous call (the
+        common token prefix; the rest is prefilled). Same samples in distribution as `generate`,
+        the same completions under greedy decoding. Keys must be unique within a call."""
+        from spade_mini.decoding import decode
+        if not chats:
+            return []
+        tools = tools or [None] * len(chats)
+        prompts = [self.prompt_ids(c, t) for c, t in zip(chats, tools)]
+        stamp = self.weights_stamp()
+        past = self.chat_cache.take(keys, stamp) if keys is not None else None
+        s = self.sampling(temperature)
+        self.model.eval()  # sampling: no dropout
+        with self.compute():
+            out = decode(self.model, prompts, max_new_tokens, None if s is PLAIN else s, self.eos_ids,
+                         self.pad_id, past)
+        if keys is not None:
+            self.chat_cache.keep(keys, [d.reusable for d in out], stamp)
+        self.tokens_prefilled += len(prompts) * max(len(p) - d.reused for p, d in zip(prompts, out))
+        self.tokens_reused += sum(d.reused for d in out)
+        self.tokens_decoded += sum(len(d.ids) for d in out)
+        self.tokens_generated += sum(len(d.ids) for d in out)
+        return self.completions(prompts, [(d.ids, d.finished) for d in out], temperature)
+
+    def forget_chats(self) -> None:
+        """Drop the keys and values kept for continuing chats (an update makes them stale)."""
+        self.chat_cache.clear()
+
+    def weights_stamp(self) -> tuple:
+        """Changes when the weights that act change: the active adapter, and the version counters
+        torch bumps on in-place updates of trainable tensors (optimizer steps, loading a
+        checkpoint). A fused optimizer does not bump them; `reinforce.update` therefore also
+        calls `forget_chats` itself."""
+        adapter = self.model.active_adapter if self.adapters is not None else None
+        return adapter, sum(p._version for p in self.trainable_parameters())
 
     def generation_config(self, max_new_tokens: int, temperature: float | None = None):
         """A GenerationConfig built from nothing but our settings: a model's own defaults
@@ -143,6 +185,8 @@ class Policy:
             out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                       generation_config=self.generation_config(max_new_tokens, temperature))  # (B, T + new)
         new = out[:, input_ids.shape[1]:].tolist()  # (B, new)
+        self.tokens_prefilled += input_ids.numel()
+        self.tokens_decoded += len(new) * len(new[0])
         results = []
         for row in new:
             # cut at the first EOS (kept, so the model learns to stop); later tokens are padding
@@ -156,86 +200,19 @@ class Policy:
         return [p for p in self.model.parameters() if p.requires_grad]
 
 
+def continue_chats(policy, chats: list[list[dict]], max_new_tokens: int, *, keys: list,
+                   temperature: float | None = None) -> list[Completion]:
+    """`policy.continue_chats(...)` when the policy has it, else `policy.generate(...)` (doubles)."""
+    go_on = getattr(policy, "continue_chats", None)
+    if go_on is None:
+        return policy.generate(chats, max_new_tokens, temperature=temperature)
+    return go_on(chats, max_new_tokens, temperature=temperature, keys=keys)
+
+
 def acting_as(policy, role: str):
     """`policy.acting_as(role)` when the policy has roles, else a no-op (bare modules, doubles)."""
     switch = getattr(policy, "acting_as", None)
     return switch(role) if switch is not None else contextlib.nullcontext()
-
-
-def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token lists; the mask comes from the lengths, never from `ids != pad_id`."""
-    T = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)  # (B, T)
-    mask = torch.zeros((len(seqs), T), dtype=torch.long)  # (B, T)
-    for i, s in enumerate(seqs):
-        ids[i, T - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, T - len(s):] = 1
-    return ids.to(device), mask.to(device)
-
-
-def token_logprobs(model, prompts: list[list[int]], completions: list[list[int]], pad_id: int,
-                   micro_batch: int = 8, samplings: list[Sampling] | None = None) -> list[torch.Tensor]:
-    """Log-probability of each completion token given its prompt, under the current weights and
-    the Sampling it was drawn with (default PLAIN: the untruncated softmax at temperature 1).
-
-    Returns one 1-D tensor per sample (length = its completion), differentiable. Sequences are
-    left padded, so every completion ends at the last position and only the last C + 1 logits
-    are computed (C = the longest completion), which bounds memory to (B, C, V).
-    """
-    samplings = samplings or [PLAIN] * len(prompts)
-    out: list[torch.Tensor] = []
-    device = next(model.parameters()).device
-    for start in range(0, len(prompts), micro_batch):
-        ps, cs = prompts[start:start + micro_batch], completions[start:start + micro_batch]
-        ss = samplings[start:start + micro_batch]
-        seqs = [p + c for p, c in zip(ps, cs)]
-        ids, mask = left_pad(seqs, pad_id, device)  # (B, T), (B, T)
-        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T) real tokens count from 0
-        C = max(len(c) for c in cs)
-        if C == 0:  # nothing to score (ids[:, -0:] would select every token)
-            out.extend(torch.zeros(0, device=device) for _ in cs)
-            continue
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
-                       logits_to_keep=C + 1).logits  # (B, C + 1, V); position j predicts token j + 1
-        targets = ids[:, -C:]  # (B, C)
-        for i, (c, s) in enumerate(zip(cs, ss)):
-            L = len(c)  # row i's completion is the last L of the C positions
-            out.append(sampled_logprobs(logits[i, C - L:C], targets[i, C - L:], s))  # (L,)
-    return out
-
-
-def sampled_logprobs(logits: torch.Tensor, targets: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """log pi(target) for logits (L, V) and targets (L,) under the sampler `sampling` describes:
-    softmax(logits / temperature) restricted to its top-k / top-p support and renormalised.
-
-    This is exactly the distribution `generate` draws from (transformers applies temperature,
-    then top-k, then top-p), so scoring here is on-policy: the probability ratio between sampler
-    and scorer is 1 up to float rounding. The support is treated as fixed (it changes only in
-    steps, so it has no gradient), and the drawn token is always inside it, which guards against
-    rounding differences between the cached forward of `generate` and this full forward.
-    """
-    z = logits.float() / sampling.temperature  # (L, V)
-    if sampling.top_k or sampling.top_p < 1.0:
-        keep = sampling_support(z.detach(), sampling)  # (L, V)
-        keep[torch.arange(len(targets)), targets] = True
-        z = z.masked_fill(~keep, float("-inf"))  # (L, V)
-    return z.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(z, dim=-1)  # (L,)
-
-
-def sampling_support(z: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """(L, V) bool: the tokens a top-k, then top-p sampler may draw from scaled logits z (L, V).
-    top-p keeps the most likely tokens until their mass reaches top_p (at least one token)."""
-    V = z.shape[-1]
-    k = sampling.top_k if 0 < sampling.top_k < V else V
-    top = z.topk(k, dim=-1).values  # (L, k), descending
-    kept = torch.full((z.shape[0],), k, device=z.device)  # (L,) how many of `top` survive
-    if sampling.top_p < 1.0:
-        ascending = top.flip(-1).softmax(-1).cumsum(-1)  # (L, k) mass of the tail up to here
-        dropped = (ascending <= 1.0 - sampling.top_p)  # (L, k) the tail holding <= 1 - top_p
-        dropped[:, -1] = False  # the most likely token always stays
-        kept = k - dropped.sum(-1)  # (L,)
-    threshold = top.gather(-1, (kept - 1).unsqueeze(-1))  # (L, 1) the least likely kept value
-    return z >= threshold  # (L, V)
 
 
 # --- loading -----------------------------------------------------------------------------------
@@ -333,6 +310,23 @@ def load_policy(cfg, *, verbose: bool = True) -> Policy:
         except OSError as e:
             raise ModelError(f"cannot load model {path!r} ({str(e).splitlines()[0]}); "
                              "pass a local folder or a hub id that is reachable.") from None
+    policy = policy_from_model(model, tokenizer, cfg, device=device, autocast=autocast, quantized=quantized)
+    if verbose:
+        n_train = sum(p.numel() for p in policy.trainable_parameters())
+        mode = "full fine-tune" if cfg.full_finetune else f"LoRA r={cfg.lora_r}"
+        mode += " (separate designer and agent adapters)" if policy.adapters else ""
+        compute = f"{str(dtype).replace('torch.', '')}" + (f", {str(autocast).replace('torch.', '')} autocast"
+                                                           if autocast else "")
+        print(f"policy: {cfg.model} on {device} ({compute}, "
+              f"{'4-bit NF4' if quantized else 'unquantized'}, {mode}, "
+              f"{n_train / 1e6:.2f}M trainable) loaded in {time.time() - t0:.1f}s", flush=True)
+    return policy
+
+
+def policy_from_model(model, tokenizer, cfg, *, device: torch.device, autocast: torch.dtype | None = None,
+                      quantized: bool = False) -> Policy:
+    """A Policy around loaded base weights: on `device`, with gradient checkpointing, and LoRA
+    (one adapter, or one per role) or every weight trainable, as `cfg` says."""
     if not quantized:
         model.to(device)
     if cfg.gradient_checkpointing:
@@ -359,15 +353,6 @@ def load_policy(cfg, *, verbose: bool = True) -> Policy:
     if adapters:
         with policy.acting_as("agent"):  # leaves both adapters trainable
             pass
-    if verbose:
-        n_train = sum(p.numel() for p in policy.trainable_parameters())
-        mode = "full fine-tune" if cfg.full_finetune else f"LoRA r={cfg.lora_r}"
-        mode += " (separate designer and agent adapters)" if adapters else ""
-        compute = f"{str(dtype).replace('torch.', '')}" + (f", {str(autocast).replace('torch.', '')} autocast"
-                                                           if autocast else "")
-        print(f"policy: {cfg.model} on {device} ({compute}, "
-              f"{'4-bit NF4' if quantized else 'unquantized'}, {mode}, "
-              f"{n_train / 1e6:.2f}M trainable) loaded in {time.time() - t0:.1f}s", flush=True)
     return policy
 
 

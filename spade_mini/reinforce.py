@@ -154,6 +154,9 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
         return UpdateStats(0.0, 0.0, 0.0, 0, skipped="all advantages are zero: nothing to learn")
 
     compute = getattr(policy, "compute", contextlib.nullcontext)  # autocast over fp32 masters
+    # The step changes the weights, so keys and values kept for continuing chats go stale: free
+    # them now rather than hold them (gigabytes on a GPU) through the update.
+    getattr(policy, "forget_chats", lambda: None)()
     optimizer.zero_grad(set_to_none=True)
     agent_loss = designer_loss = 0.0
     model.train()

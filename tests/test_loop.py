@@ -184,6 +184,9 @@ class ScriptedPlayer(ScriptedDesigner):
             out.append(Completion(text, self.policy.prompt_ids(chat), ids, True))
         return out
 
+    def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
+        return self.generate(chats, max_new_tokens, temperature)  # the agent's turns come this way
+
 
 def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
     """The crash of an unwinnable environment once scored -1 in the no-hint arm only (the hinted
