@@ -1,6 +1,7 @@
 """The full SPADE loop: one iteration with a scripted designer and the tiny model, and train.py
 writing a run directory that `--resume` continues exactly."""
 import json
+import os
 import random
 import subprocess
 import sys
@@ -223,3 +224,22 @@ def test_a_design_without_hint_plays_no_hint_arm_and_earns_no_regret(tiny_policy
     score = scores[designs[0].id]
     assert score.regret is None and score.note == "no hint: regret not measured"
     assert score.reward == 0.0 and row["unhinted_environments"] == 1
+
+
+# --- the real model path: what `make train` runs, for one iteration -------------------------------
+
+def test_make_train_plays_and_updates_on_the_embedded_model(tmp_path):
+    """cpu-smoke on SmolLM2-135M, exactly as `make train` runs it (its warm start comes from the
+    shared cache, built here on a fresh machine: about 4 minutes), for one iteration: at least one
+    design is valid and played, agent turns end with EOS, and the update is taken. Deterministic
+    on a CPU for the preset's seed."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "train.py", "--preset", "cpu-smoke", "--iterations", "1",
+           "--run-dir", str(tmp_path), "--name", "one"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1500, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r.get("iteration") == 0 and "valid_fraction" in r)
+    assert row["valid_fraction"] > 0 and row["episodes"] >= 1, row
+    assert row["update_skipped"] is None and row["trained_tokens"] > 0, row
+    assert row["eos_fraction"] >= 0.8, row
