@@ -3,6 +3,7 @@
     python eval.py --preset cpu-smoke
     python eval.py --preset cpu-smoke --checkpoints runs/x/checkpoint-* --budget-minutes 30
     python eval.py --checkpoints runs/x/checkpoint-3,runs/x/checkpoint-6 --suites heldout,bfcl
+    python eval.py --suite-dir suite/ --suites heldout     # + a suite exported from a run
     python eval.py plot runs/x
 
 Eval flags are listed below; every model and generation flag of train.py (Config) also works.
@@ -19,7 +20,8 @@ import time
 from pathlib import Path
 
 from spade_mini.config import main_config
-from spade_mini.evaluate import EVAL_PRESETS, SUITES, TIERS, EvalSettings, model_specs, run_all
+from spade_mini.evaluate import (EVAL_PRESETS, GENERATED, SUITES, TIERS, EvalSettings, model_specs,
+                                 run_all)
 
 
 def eval_parser() -> argparse.ArgumentParser:
@@ -27,6 +29,8 @@ def eval_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suites", default=",".join(SUITES), help="comma separated: " + ", ".join(SUITES))
     p.add_argument("--tiers", help="comma separated: " + ", ".join(TIERS) + " (default per preset)")
+    p.add_argument("--suite-dir", help=f"a suite folder written by python -m spade_mini.export: adds "
+                                       f"the suite `{GENERATED}`, its environments played like held-out ones")
     p.add_argument("--checkpoints", nargs="+", default=[],
                    help="runs/<name>/checkpoint-<i> folders (space or comma separated, globs allowed)")
     p.add_argument("--budget-minutes", type=float, help="size n per suite and tier to fit this wall time")
@@ -76,9 +80,22 @@ def main(argv=None) -> int:
     args, rest = parser.parse_known_args(argv)
     cfg = main_config(rest, prog="eval.py")
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
-    unknown = [s for s in suites if s not in SUITES]
+    unknown = [s for s in suites if s not in SUITES + (GENERATED,)]
     if unknown:
-        print(f"error: unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES)}.", file=sys.stderr)
+        print(f"error: unknown suite(s) {', '.join(unknown)}; choose from {', '.join(SUITES + (GENERATED,))}.",
+              file=sys.stderr)
+        return 2
+    if args.suite_dir is not None:
+        from spade_mini.registration import read_suite
+        try:
+            read_suite(args.suite_dir)
+        except (OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        suites += [GENERATED] * (GENERATED not in suites)
+    elif GENERATED in suites:
+        print(f"error: the suite {GENERATED} needs --suite-dir FOLDER (written by python -m spade_mini.export).",
+              file=sys.stderr)
         return 2
     sizes = {**EVAL_PRESETS.get(cfg.preset, {})}
     for key in ("heldout_seeds", "rg_items", "humaneval_items", "bfcl_items", "answer_max_new_tokens",
@@ -93,7 +110,7 @@ def main(argv=None) -> int:
     if args.budget_minutes is not None and args.budget_minutes <= 0:
         print("error: --budget-minutes must be a positive number of minutes.", file=sys.stderr)
         return 2
-    st = EvalSettings(suites=suites, seed=args.eval_seed,
+    st = EvalSettings(suites=suites, seed=args.eval_seed, suite_dir=args.suite_dir,
                       temperature=cfg.temperature if args.sample else 0.0, **sizes)
     checkpoints = checkpoint_list(args.checkpoints)
     for c in checkpoints:  # fail before any model is loaded, not after the base model's suites

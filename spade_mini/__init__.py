@@ -3,6 +3,14 @@
 One language model plays two roles. As the designer it writes training environments as
 Python source; as the agent it plays them. The agent learns from the environments' reward,
 the designer from hint-based regret. Start reading at `train.py`, then `spade_mini/loop.py`.
+
+Importing the package registers the bundled environments with gymnasium (`spade_mini/<Name>-v0`,
+held-out ones as `spade_mini_heldout/<Name>-v0`); `register_suite(folder)` registers a suite
+exported from a run (spade_mini/registration.py). Registration starts no process.
 """
+from spade_mini.registration import register_bundled, register_suite
 
 __version__ = "0.1.0"
+__all__ = ["register_suite", "register_bundled"]
+
+register_bundled()

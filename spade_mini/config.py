@@ -220,11 +220,11 @@ PRESETS: dict[str, dict] = {
     # the compact examples. Quantization is off: 4-bit decoding is slower on CPU and saves little
     # memory on a 135M model.
     "cpu-smoke": dict(
-        model="embedded", quantize="none", iterations=3, designs_per_iteration=2,
+        model="embedded", quantize="none", iterations=3, designs_per_iteration=4,
         plays_per_design=2, design_max_new_tokens=400, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=2048, corpus_max_words=60,
         save_every=1, lora_r=16, lora_alpha=32, lr=1e-4, hint_source="env", micro_batch=4,
-        agent_template="answer", memory_references=1, warm_start_steps=6, warm_start_lr=3e-4,
+        agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
         warm_start_designs=2, warm_start_turns=8,
     ),
     # The paper's smallest model, in 4-bit with LoRA, on one GPU; the paper's agent prompt

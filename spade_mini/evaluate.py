@@ -8,6 +8,9 @@ move on: benchmarks.py's easy items, the held-out games at an easy level (EASY_L
 tool-use ones allowing retries, no-hint arm only. Every tier also scores the replies' form:
 `form` (in the shape the scorer reads: a box, a tool call, a function), `eos` (the turn ended by
 itself rather than being cut) and, in tool use, `invalid_action` (lower is better).
+With `suite_dir` (eval.py --suite-dir), the `generated` suite plays the environments of a suite
+exported from a run (spade_mini/export.py) exactly as held-out ones are played, at their own
+level in both tiers (full adds the hint arm).
 
 Pairing: the items of each (suite, tier) are built once, before any model plays (`Plan`), and
 every model is scored on exactly those items and seeds, so eval_report.py can compare models
@@ -33,9 +36,11 @@ from spade_mini import heldout
 from spade_mini.model import acting_as
 
 SUITES = ("heldout", "reasoning_gym", "humaneval", "bfcl")
+GENERATED = "generated"  # not a default suite: it needs a suite folder (EvalSettings.suite_dir)
+PLAYED = ("heldout", GENERATED)  # the suites of environments the agent plays
 TIERS = bm.TIERS
 SIZE_FIELDS = {"heldout": "heldout_seeds", "reasoning_gym": "rg_items", "humaneval": "humaneval_items",
-               "bfcl": "bfcl_items"}
+               "bfcl": "bfcl_items", GENERATED: "heldout_seeds"}
 MAX_BUDGET_ITEMS = 2000  # n that --budget-minutes may choose for one (suite, tier), at most
 clock = time.perf_counter  # seconds; the budget's probes read this one
 
@@ -56,6 +61,7 @@ class EvalSettings:
     humaneval_timeout_s: float = 5.0
     budget_minutes: float | None = None  # size n per (suite, tier) to fit this, all models together
     probe_items: int = 4               # items timed per one-turn (suite, tier) for the budget
+    suite_dir: str | None = None       # an exported suite, played as the `generated` suite
 
 
 # Sizes per config preset; flags override them.
@@ -85,7 +91,7 @@ class Plan:
 
 def plan(suite: str, tier: str, n: int, seed: int, envs=None) -> Plan:
     """The items of one (suite, tier): n items (held-out: n seeds of every environment)."""
-    if suite == "heldout":
+    if suite in PLAYED:
         return Plan(suite, tier, heldout.heldout_items(tier, n, seed, envs))
     items = {"reasoning_gym": lambda: bm.reasoning_gym_items(n, seed, tier),
              "humaneval": lambda: bm.humaneval_items(n, tier), "bfcl": lambda: bm.bfcl_items(n, tier)}
@@ -98,10 +104,10 @@ def heldout_scores(policy, cfg, st: EvalSettings, p: Plan, model: str) -> list[I
     """Solve and return per arm; the form shares of the no-hint episodes (heldout.episode_form)."""
     arms = ("no_hint", "hint") if p.tier == "full" else ("no_hint",)
     out = []
-    for it, arm, ep in heldout.play_heldout(policy, cfg, p.items, arms, st.temperature, f"heldout {p.tier} [{model}]"):
+    for it, arm, ep in heldout.play_heldout(policy, cfg, p.items, arms, st.temperature, f"{p.suite} {p.tier} [{model}]"):
         row = {f"solve_{arm}": float(ep.end_reason == "won"), f"return_{arm}": ep.ret}
         row.update(heldout.episode_form(ep) if arm == "no_hint" else {})
-        out += [ItemScore("heldout", p.tier, k, model, it.id, v, ep.end_reason) for k, v in row.items()]
+        out += [ItemScore(p.suite, p.tier, k, model, it.id, v, ep.end_reason) for k, v in row.items()]
     return out
 
 
@@ -153,10 +159,20 @@ def bfcl_scores(policy, cfg, st: EvalSettings, p: Plan, model: str) -> list[Item
 
 
 SCORERS = {"heldout": heldout_scores, "reasoning_gym": reasoning_gym_scores,
-           "humaneval": humaneval_scores, "bfcl": bfcl_scores}
+           "humaneval": humaneval_scores, "bfcl": bfcl_scores, GENERATED: heldout_scores}
 
 
 # --- plans, budget and the run -------------------------------------------------------------------
+
+def suite_envs(st: EvalSettings, suite: str):
+    """The environments of `suite` when they are not the default ones (None: the defaults)."""
+    if suite != GENERATED:
+        return None
+    if st.suite_dir is None:
+        raise ValueError("the generated suite needs a suite folder; pass --suite-dir")
+    from spade_mini.registration import suite_envs as read_envs
+    return read_envs(st.suite_dir)
+
 
 def make_plans(st: EvalSettings, skipped: dict[str, str], sizes: dict | None = None) -> list[Plan]:
     """Every requested (suite, tier); a suite whose package is missing is skipped (recorded)."""
@@ -165,7 +181,7 @@ def make_plans(st: EvalSettings, skipped: dict[str, str], sizes: dict | None = N
         for tier in st.tiers:
             n = (sizes or {}).get((suite, tier), getattr(st, SIZE_FIELDS[suite]))
             try:
-                plans.append(plan(suite, tier, n, st.seed))
+                plans.append(plan(suite, tier, n, st.seed, suite_envs(st, suite)))
             except bm.MissingBenchmark as e:
                 print(f"skipping {suite}: {e}", file=sys.stderr)
                 skipped[suite] = str(e)
@@ -179,15 +195,15 @@ def budget_sizes(policy, cfg, st: EvalSettings, plans: list[Plan], n_models: int
     t0 = clock()
     per_item = {}
     for p in plans:
-        n = 1 if p.suite == "heldout" else st.probe_items  # one seed already plays every environment
+        n = 1 if p.suite in PLAYED else st.probe_items  # one seed already plays every environment
         start = clock()
-        SCORERS[p.suite](policy, cfg, st, plan(p.suite, p.tier, n, st.seed), "probe")
+        SCORERS[p.suite](policy, cfg, st, plan(p.suite, p.tier, n, st.seed, suite_envs(st, p.suite)), "probe")
         per_item[(p.suite, p.tier)] = (clock() - start) / n
     share_s = max(0.0, st.budget_minutes * 60 - (clock() - t0)) / max(1, len(plans) * n_models)
     sizes = {}
     for (suite, tier), s in per_item.items():
         sizes[(suite, tier)] = max(1, min(MAX_BUDGET_ITEMS, int(share_s / s)))
-        print(f"budget: {suite}/{tier} {s:.2f}s per {'seed' if suite == 'heldout' else 'item'} -> n={sizes[(suite, tier)]}")
+        print(f"budget: {suite}/{tier} {s:.2f}s per {'seed' if suite in PLAYED else 'item'} -> n={sizes[(suite, tier)]}")
     return sizes
 
 

@@ -30,8 +30,9 @@ STATE_FILE = "state.pt"
 
 
 def env_file(source: str, stats: dict) -> str:
-    """An environment's file: its stats as a comment header, then its source."""
-    return "".join(f"# {k}: {v}\n" for k, v in stats.items()) + "\n" + source
+    """An environment's file: its stats as a comment header (one line each), then its source."""
+    header = "".join(f"# {k}: {' '.join(str(v).splitlines())}\n" for k, v in stats.items())
+    return header + "\n" + source
 
 
 def iteration_records(iteration: int, designs, episodes, scores) -> tuple[list[dict], list[tuple[str, str]]]:

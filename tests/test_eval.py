@@ -294,6 +294,24 @@ def test_eval_cli_errors(capsys):
     assert "runs/none/checkpoint-*" in capsys.readouterr().err
 
 
+def test_generated_suite_plays_an_exported_suite(tmp_path, capsys):
+    import eval as eval_cli
+    guess = next(e for e in HELDOUT if e.setting == "games")
+    (tmp_path / "a.py").write_text(guess.source)
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"run": "r", "environments": [{"name": "Mine-it0000-00", "file": "a.py", "setting": "games"}]}))
+    st = settings(suites=["generated"], tiers=["easy", "full"], heldout_seeds=2, suite_dir=str(tmp_path))
+    result, _ = two_models(tmp_path / "out", st, lambda i, t: "\\boxed{1}", lambda i, t: "\\boxed{2}")
+    items = {(k[1], k[2], k[3]) for k in scores_of(result, "base") if k[0] == "generated"}
+    assert {it for _, _, it in items} == {"Mine-it0000-00/seed0", "Mine-it0000-00/seed1"}
+    assert ("full", "solve_hint", "Mine-it0000-00/seed0") in items  # full adds the hint arm
+    assert ("easy", "solve_hint", "Mine-it0000-00/seed0") not in items
+    assert eval_cli.main(["--suites", "generated"]) == 2
+    assert "--suite-dir" in capsys.readouterr().err
+    assert eval_cli.main(["--suite-dir", str(tmp_path / "none")]) == 2
+    assert "manifest.json does not exist" in capsys.readouterr().err
+
+
 def test_checkpoint_list_globs_commas_and_iteration_order(tmp_path):
     import eval as eval_cli
     for i in (0, 2, 10, 9):

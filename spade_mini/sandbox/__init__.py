@@ -2,15 +2,18 @@
 
 The designer writes Python environments; this package is the only place they run, and never
 in the training process or on one of its threads. `SandboxedEnv` is a `gymnasium.Env` with text
-spaces backed by ONE persistent child; `validate_env` runs the checks a design must pass, and
-says at which of `STAGES` it failed; `parse_source` is the one bounded way to parse untrusted
-source in the trainer; `start_envs` starts many children at once; `available_layers()` lists
-the kernel layers this machine gives every child (train.py prints them).
+spaces (every character of U+0000-U+FFFF but the surrogates; spaces.py) backed by ONE
+persistent child, seeded as gymnasium seeds (`reset()` continues the stream of the last seed);
+`validate_env` runs the checks a design must pass, and says at which of `STAGES` it failed;
+`parse_source` is the one bounded way to parse untrusted source in the trainer; `start_envs`
+starts many children at once; `available_layers()` lists the kernel layers this machine gives
+every child (train.py prints them).
 
     limits.py    SandboxLimits and the typed errors        (trainer side)
     source.py    parse_source, SourceError                  (trainer side)
     protocol.py  requests, and the checks on every reply   (trainer side)
     process.py   a child's life cycle; the layer probe     (trainer side)
+    spaces.py    the text spaces, into_space                (trainer side)
     env.py       SandboxedEnv, start_envs                   (trainer side)
     validate.py  validate_env, Validation, STAGES           (trainer side)
     worker.py    load the environment and serve it          (child side)
@@ -35,7 +38,8 @@ Covered, at the kernel boundary (the import allowlist is for readable errors onl
   * the trainer dying: PDEATHSIG (which seccomp keeps set), and the worker exits when its
     request pipe closes;
   * broken or hostile replies: request ids, a byte cap before parsing, bounded nesting,
-    finite numbers, strict shapes, strings cut to the limits (protocol.py).
+    finite numbers, strict shapes, strings cut to the limits, no lone surrogates (protocol.py);
+    observations mapped into the observation space (spaces.py).
 Without root, "uid" is replaced by a user namespace; without unprivileged user namespaces
 too, there is no netns/ipcns/pidns and the child keeps the trainer's uid: seccomp and landlock
 then carry those guarantees alone. Without landlock (kernel < 5.13) the child can read what

@@ -14,9 +14,15 @@ error the child is killed (the next reset() starts a fresh one); a child whose e
 a thread or a process running is replaced at the next reset(), so a spinning thread costs one
 episode at most; one that starts a thread while loading does not load. `options` in reset() is
 accepted for gymnasium and ignored. `start_envs` starts many children at once.
+
+Seeding is gymnasium's: `reset(seed=s)` plays seed s (and reseeds `np_random` with it);
+`reset()` plays the next seed drawn from `np_random`, so `reset(seed=s)` followed by any number
+of `reset()` calls is the same sequence of episodes in every instance (never seeded, it starts
+from entropy). The child is always sent an integer seed. The spaces are spaces.py's: an
+observation is mapped into the observation space, an action into the action space before it is
+sent, and `notes` says how many characters were replaced.
 """
 import os
-import string
 import subprocess
 import time
 import uuid
@@ -28,11 +34,12 @@ from spade_mini.sandbox.limits import (EnvCrashed, EnvLoadError, EnvProtocolErro
 from spade_mini.sandbox.process import Child, available_layers, start_error
 from spade_mini.sandbox.protocol import check_shape
 from spade_mini.sandbox.source import MAX_SOURCE_CHARS, SourceError, imported_modules, parse_source
+from spade_mini.sandbox.spaces import into_space, text_space
 from spade_mini.sandbox.worker import ALLOWED_IMPORTS
 
-_TEXT = dict(min_length=0, charset=string.printable)
 START_PARALLEL = 2 * (os.cpu_count() or 1)  # children loading at once in start_envs
 EXIT_WAIT_S = 0.2  # after the reply pipe closed: how long to wait for the exit code
+SEED_BOUND = 2**31  # reset() without a seed plays a seed in [0, SEED_BOUND) drawn from np_random
 
 
 def preload_for(source: str) -> list[str]:
@@ -61,8 +68,8 @@ class SandboxedEnv(gymnasium.Env):
         self.source = source
         self.limits = limits or SandboxLimits()
         self.deadline = deadline
-        self.observation_space = gymnasium.spaces.Text(self.limits.max_obs_chars, **_TEXT)
-        self.action_space = gymnasium.spaces.Text(self.limits.max_action_chars, **_TEXT)
+        self.observation_space = text_space(self.limits.max_obs_chars)
+        self.action_space = text_space(self.limits.max_action_chars)
         self.tag = uuid.uuid4().hex  # in the child's environ, so tests can find strays
         self.layers: list[str] = list(available_layers())
         self.class_name: str | None = None
@@ -158,8 +165,16 @@ class SandboxedEnv(gymnasium.Env):
         return threads > 1 or subprocesses
 
     # ---- gymnasium API ----
+    def _observation(self, text: str) -> str:
+        obs, replaced = into_space(text, self.limits.max_obs_chars)
+        if replaced:
+            self.notes.append(f"{replaced} characters outside the observation space replaced")
+        return obs
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
+        if seed is None:  # the next seed of the stream that the last reset(seed=s) started
+            seed = int(self.np_random.integers(SEED_BOUND))
         limits = self.limits
         end = None
         if self._needs_fresh_child():
@@ -170,13 +185,14 @@ class SandboxedEnv(gymnasium.Env):
             self._await_ready()
         obs, info = self._call("reset", (str, dict), self._until(limits.call_timeout_s, end),
                                limits.max_obs_chars, seed=seed)
-        return obs, info
+        return self._observation(obs), info
 
     def step(self, action: str):
+        sent, _ = into_space(str(action), self.limits.max_action_chars)
         obs, reward, terminated, truncated, info = self._call(
             "step", (str, float, bool, bool, dict), self._until(self.limits.call_timeout_s),
-            self.limits.max_obs_chars, action=str(action)[: self.limits.max_action_chars])
-        return obs, reward, terminated, truncated, info
+            self.limits.max_obs_chars, action=sent)
+        return self._observation(obs), reward, terminated, truncated, info
 
     def hint(self) -> str:
         if not self.has_hint:

@@ -8,7 +8,9 @@ reply is checked here before use:
   * a byte cap before parsing, and one deadline for writing the request and reading the reply;
   * JSON with finite numbers only (no NaN, Infinity or 1e999) and integers of at most 20 digits;
   * nesting at most MAX_DEPTH, which also bounds the recursion of the checks below;
-  * the envelope's fields and types, the value's shape, and strings cut to the caller's limits.
+  * the envelope's fields and types, the value's shape, and strings cut to the caller's limits;
+  * no lone surrogate in any string (JSON can carry "\\ud800", a tokenizer refuses it): each is
+    replaced by U+FFFD.
 
 The memory one reply can cost is bounded by the cap: at most about 60 bytes of Python objects
 per byte of JSON (1.4 M empty dicts from 4 MB of `{},`), so under 70 MB at the default 1 MiB.
@@ -18,6 +20,7 @@ Every violation is an `EnvProtocolError` (and a dead child an `EnvCrashed`, a la
 import json
 import math
 import os
+import re
 import select
 import time
 
@@ -30,6 +33,7 @@ MAX_MESSAGE_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 8_000
 MAX_NOTES = 8
 READ_CHUNK = 1 << 16
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _reject(text: str):
@@ -56,16 +60,22 @@ def decode(line: bytes):
         raise EnvProtocolError("malformed reply from the environment process") from None
 
 
+def clean(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, each lone surrogate replaced by U+FFFD."""
+    return SURROGATE.sub("\ufffd", text[:limit])
+
+
 def bounded(value, max_chars: int, depth: int = 0):
-    """A copy of a decoded JSON value with every string cut to `max_chars` (keys to 200)."""
+    """A copy of a decoded JSON value with every string cut to `max_chars` (keys to 200) and
+    its lone surrogates replaced."""
     if depth > MAX_DEPTH:
         raise EnvProtocolError(f"reply nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
-        return value[:max_chars]
+        return clean(value, max_chars)
     if isinstance(value, list):
         return [bounded(v, max_chars, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {k[:MAX_KEY_CHARS]: bounded(v, max_chars, depth + 1) for k, v in value.items()}
+        return {clean(k, MAX_KEY_CHARS): bounded(v, max_chars, depth + 1) for k, v in value.items()}
     return value  # None, bool, int, float: already checked by decode()
 
 
@@ -79,7 +89,7 @@ def check_shape(value, types: tuple) -> bool:
 
 def _text(msg: dict, key: str, limit: int) -> str:
     value = msg.get(key, "")
-    return value[:limit] if isinstance(value, str) else ""
+    return clean(value, limit) if isinstance(value, str) else ""
 
 
 def unwrap(msg, req_id: int, max_chars: int):
@@ -91,7 +101,7 @@ def unwrap(msg, req_id: int, max_chars: int):
         if not (isinstance(notes, list) and len(notes) <= MAX_NOTES
                 and all(isinstance(n, str) for n in notes)) or "value" not in msg:
             raise EnvProtocolError("malformed reply from the environment process")
-        return bounded(msg["value"], max_chars), [n[:MAX_KEY_CHARS] for n in notes]
+        return bounded(msg["value"], max_chars), [clean(n, MAX_KEY_CHARS) for n in notes]
     if msg.get("ok") is not False:
         raise EnvProtocolError("malformed reply from the environment process")
     kind = msg.get("kind")
