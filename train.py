@@ -165,9 +165,10 @@ try:
         check_identical("at the start")
     for it in bar:
         row, designs, _, episodes, scores = one_iteration(state, cfg, progress if main else None)
-        samples, envs = iteration_records(it, designs, episodes, scores)  # rank 0 writes every rank's:
+        # rank 0 writes every rank's sample rows and environments, in slot order, designs first
+        samples, envs = iteration_records(it, designs, episodes, scores)
         samples = sorted(distributed.gather_concat(samples)[0], key=lambda r: r["kind"] != "design")
-        envs = distributed.gather_concat(envs)[0]  # in slot order, designs before episodes
+        envs = distributed.gather_concat(envs)[0]
         if cfg.check_weights_every > 0 and (it + 1) % cfg.check_weights_every == 0:
             check_identical(f"after iteration {it}")
         if main:
