@@ -3,16 +3,21 @@
     python train.py                        # cpu-smoke on a CPU, the gpu preset when CUDA is there
     python train.py --preset gpu --model Qwen/Qwen3-4B-Instruct-2507 --name qwen4b
     python train.py --name qwen4b --resume # continue a killed run from its last checkpoint
+    torchrun --standalone --nproc-per-node 4 train.py --preset gpu   # data parallel, 4 GPUs
 
 Each iteration (spade_mini/loop.py): the designer writes N environments, the sandbox validates
 them, the agent plays K paired seeds per environment with and without a hint, the designer is
 rewarded by hint-based regret, and one REINFORCE update trains both roles. Everything is written
-to runs/<name>/ (see spade_mini/rundir.py). Ctrl-C saves a checkpoint and exits.
+to runs/<name>/ (see spade_mini/rundir.py). Ctrl-C saves a checkpoint and exits. Under
+torchrun every process runs this same script on its share of each iteration, and rank 0 writes
+the run directory (spade_mini/distributed.py).
 """
 import json
+import os
 import random
 import signal
 import sys
+import time
 from pathlib import Path
 
 from spade_mini.config import main_config
@@ -21,11 +26,13 @@ cfg = main_config(description=__doc__.splitlines()[0])
 saved = Path(cfg.run_dir) / cfg.name / "config.json"
 if cfg.resume and cfg.name and saved.is_file():  # continue with the run's own config; flags still win
     cfg = main_config(description=__doc__.splitlines()[0], base=json.loads(saved.read_text()))
-print(f"preset: {cfg.preset}" + ("" if "--preset" in sys.argv else " (chosen automatically)"), flush=True)
+if os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 speaks for every process
+    print(f"preset: {cfg.preset}" + ("" if "--preset" in sys.argv else " (chosen automatically)"), flush=True)
 
 import torch  # noqa: E402  (heavy imports only after the flags are known to be good)
 from tqdm.auto import tqdm  # noqa: E402
 
+from spade_mini import distributed  # noqa: E402
 from spade_mini.corpus import Corpus, CorpusError  # noqa: E402
 from spade_mini.designer import SkillError, skills_for  # noqa: E402
 from spade_mini.envs import EXAMPLES  # noqa: E402
@@ -35,7 +42,7 @@ from spade_mini.memory import Memory  # noqa: E402
 from spade_mini.model import ModelError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.reports import Reporter  # noqa: E402
-from spade_mini.rundir import RunDir  # noqa: E402
+from spade_mini.rundir import RunDir, iteration_records, random_streams, restore_streams  # noqa: E402
 from spade_mini.sandbox import available_layers  # noqa: E402
 from spade_mini.warmstart import warm_start  # noqa: E402
 
@@ -45,11 +52,20 @@ def fail(message: str):
     raise SystemExit(2)
 
 
-# --- set-up: run directory, policy, optimizer, skills, corpus, memory ----------------------
+# --- set-up: processes, run directory, policy, optimizer, skills, corpus, memory -------------
+try:
+    distributed.init(cfg.device)  # torchrun's process group; nothing to do in one process
+except distributed.DistributedError as e:
+    fail(str(e))
+main, world = distributed.is_main(), distributed.world_size()
+say = print if main else (lambda *args, **kwargs: None)
+if cfg.designs_per_iteration < world:
+    fail(f"--designs-per-iteration {cfg.designs_per_iteration} leaves a process without a design; "
+         f"give at least {world}, one per process.")
 if cfg.resume and not cfg.name:
     fail("--resume needs the --name of the run to continue.")
-run = RunDir(cfg.run_dir, cfg.name)
-if not cfg.resume and (run.path / "config.json").is_file():
+run = RunDir(cfg.run_dir, distributed.from_main(cfg.name or time.strftime("%Y%m%d-%H%M%S")))
+if main and not cfg.resume and (run.path / "config.json").is_file():
     fail(f"{run.path} holds a run already; continue it with --resume, or pick another --name.")
 checkpoint = run.latest_checkpoint() if cfg.resume else None
 if cfg.resume and checkpoint is None:
@@ -58,39 +74,64 @@ torch.manual_seed(cfg.seed)  # every random draw from here on (sampling included
 try:
     skills = skills_for(cfg.setting, cfg.skills or None)
     corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
-    policy = load_policy(cfg)
+    policy = load_policy(cfg, verbose=main)
 except (SkillError, CorpusError, ModelError) as e:
     fail(str(e))
-print(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
+say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
 memory = None if cfg.no_memory else Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
 pool = [e for e in EXAMPLES if cfg.setting in ("mix", e.setting)]
-state = State(policy, optimizer, skills, corpus, memory, random.Random(cfg.seed), pool=pool)
+# every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
+state = State(policy, optimizer, skills, corpus, memory, random.Random(distributed.rank_seed(cfg.seed)),
+              pool=pool)
+if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed started above
+    torch.manual_seed(distributed.rank_seed(cfg.seed))
 
-if checkpoint is not None:
+if checkpoint is not None:  # every rank reads the checkpoint; rank 0 tidies the run directory
     try:
         done, extra = run.load_checkpoint(checkpoint, policy, optimizer)
     except ModelError as e:
         fail(str(e))
-    state.rng.setstate(extra["rng"])
     state.lp, state.iteration = extra["lp"], done + 1
+    streams = extra.get("streams") or [  # an older one-process checkpoint: its loop rng alone
+        {"python": extra["rng"], "torch": torch.get_rng_state(), "cuda": None}]
+    if len(streams) == world:
+        restore_streams(state.rng, streams[distributed.rank()])
+    else:
+        state.rng.seed(distributed.rank_seed(cfg.seed + state.iteration))
+        torch.manual_seed(distributed.rank_seed(cfg.seed + state.iteration))
+        say(f"resuming a run saved by {len(streams)} processes with {world}: weights, optimizer, "
+            "memory and learning potential carry over, and each process's random streams restart "
+            "from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
     if memory is not None:
         state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
-        state.memory.save(run.path / "memory.jsonl")  # the run's copy may be ahead of the checkpoint
-    run.truncate_after(done)
-    print(f"resumed {run.path} after iteration {done}", flush=True)
-else:
+        if main:
+            state.memory.save(run.path / "memory.jsonl")  # the run's copy may be ahead of the checkpoint
+    if main:
+        run.truncate_after(done)
+    say(f"resumed {run.path} after iteration {done}", flush=True)
+elif main:
     run.write_config(cfg)
     if cfg.warm_start_steps > 0:  # supervised steps on the examples first (cached across runs)
         run.write_rows("warm_start.jsonl", warm_start(policy, cfg, corpus))
-    if cfg.eval_every > 0:  # where the learning curve starts: iteration -1, before self-play
-        run.write_rows("metrics.jsonl", [{"iteration": -1, **fixed_set_metrics(policy, cfg)}])
-reporter = Reporter(cfg.report_to, run.path)
+distributed.broadcast_parameters(policy.trainable_parameters())  # rank 0's warm start, everywhere
+if main and checkpoint is None and cfg.eval_every > 0:  # the learning curve starts before self-play
+    run.write_rows("metrics.jsonl", [{"iteration": -1, **fixed_set_metrics(policy, cfg)}])
+reporter = Reporter(cfg.report_to if main else "none", run.path)
 
 
 def save(iteration: int):
-    extra = {"rng": state.rng.getstate(), "lp": state.lp}
-    run.save_checkpoint(iteration, policy, optimizer, state.memory, extra)
+    streams = distributed.all_gather(random_streams(state.rng))  # every rank's own, for an exact resume
+    if main:
+        run.save_checkpoint(iteration, policy, optimizer, state.memory, {"lp": state.lp, "streams": streams})
+
+
+def check_identical(when: str):  # --check-weights-every: a debug check of data parallelism
+    try:
+        distributed.check_identical(policy.trainable_parameters(), when, state.lp,
+                                    state.memory and state.memory.records)
+    except distributed.DistributedError as e:
+        fail(str(e))
 
 
 # Ctrl-C lets the current iteration finish, saves it and exits, so a checkpoint is always the
@@ -104,12 +145,13 @@ def on_interrupt(*_):
     tqdm.write("stopping after this iteration; Ctrl-C again to abort without saving")
 
 
-signal.signal(signal.SIGINT, on_interrupt)
+if world == 1:  # under torchrun, Ctrl-C reaches torchrun too, which ends every process at once
+    signal.signal(signal.SIGINT, on_interrupt)
 
 # --- the loop ------------------------------------------------------------------------------
 bar = tqdm(range(state.iteration, cfg.iterations), desc="iterations", initial=state.iteration,
-           total=cfg.iterations)
-phases = tqdm(total=4, desc="phase", leave=False)
+           total=cfg.iterations, disable=not main)
+phases = tqdm(total=4, desc="phase", leave=False, disable=not main)
 
 
 def progress(phase: str, **stats):
@@ -119,12 +161,21 @@ def progress(phase: str, **stats):
 
 
 try:
+    if cfg.check_weights_every > 0:
+        check_identical("at the start")
     for it in bar:
-        row, designs, _, episodes, scores = one_iteration(state, cfg, progress)
-        if cfg.eval_every > 0 and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.iterations):
-            row.update(fixed_set_metrics(policy, cfg))
-        run.record_iteration(it, row, designs, episodes, scores)
-        reporter.log(row)
+        row, designs, _, episodes, scores = one_iteration(state, cfg, progress if main else None)
+        # rank 0 writes every rank's sample rows and environments, in slot order, designs first
+        samples, envs = iteration_records(it, designs, episodes, scores)
+        samples = sorted(distributed.gather_concat(samples)[0], key=lambda r: r["kind"] != "design")
+        envs = distributed.gather_concat(envs)[0]
+        if cfg.check_weights_every > 0 and (it + 1) % cfg.check_weights_every == 0:
+            check_identical(f"after iteration {it}")
+        if main:
+            if cfg.eval_every > 0 and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.iterations):
+                row.update(fixed_set_metrics(policy, cfg))
+            run.write_iteration(row, samples, envs)
+            reporter.log(row)
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),
                         ret=fmt(row["no_hint_return"]), hint_ret=fmt(row["hint_return"]))
@@ -140,4 +191,5 @@ finally:
     phases.close()
     bar.close()
     reporter.close()
-print(f"done: {run.path}")
+    distributed.close()
+say(f"done: {run.path}")

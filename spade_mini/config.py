@@ -160,6 +160,8 @@ class Config:
     """Continue the run named --name from its last checkpoint."""
     report_to: str = "none"
     """Extra metrics sink: 'none', 'tensorboard' or 'wandb'."""
+    check_weights_every: int = 0
+    """Under torchrun, every this many iterations check that all processes hold bit-identical weights, memory and learning potential (a debug check; 0: never)."""
     preset: str = ""
     """The preset these values started from ('cpu-smoke' or 'gpu'); set by parsing."""
 

@@ -261,10 +261,11 @@ class Design:
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,
                         rng: random.Random, *, max_new_tokens: int, temperature: float,
                         iteration: int, limits: SandboxLimits | None = None, retries: int = 0,
-                        workers: int = 2, references: int = 2) -> list[Design]:
+                        workers: int = 2, references: int = 2, first_slot: int = 0) -> list[Design]:
     """One design per entry of `skills`; invalid slots are re-generated up to `retries` times
     with a fresh document, and the last attempt of each slot is returned. A design that copies
-    a known environment (novelty.py) is invalid with reason `duplicate`."""
+    a known environment (novelty.py) is invalid with reason `duplicate`. Design ids number the
+    slots from `first_slot` (a data-parallel rank designs a block of the iteration's slots)."""
     from spade_mini.model import acting_as
     known = known_fingerprints(_known_sources(memory))
     designs: list[Design | None] = [None] * len(skills)
@@ -282,7 +283,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
         validations = _validate_all(sources, limits, workers)
         for i, slot in enumerate(pending):
             validation, completion = validations[i], completions[i]
-            design_id = f"it{iteration:04d}-{slot:02d}"
+            design_id = f"it{iteration:04d}-{first_slot + slot:02d}"
             reasons = [NO_CLASS] if validation is None else list(validation.reasons)
             stage = "no_code" if validation is None else validation.stage
             if stage == "valid":

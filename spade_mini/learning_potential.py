@@ -50,6 +50,15 @@ class LearningPotential:
             self.fast[skill] = (1 - self.gamma_fast) * self.fast[skill] + self.gamma_fast * r
             self.slow[skill] = (1 - self.gamma_slow) * self.slow[skill] + self.gamma_slow * r
 
+    def update_many(self, returns: Sequence[tuple[Hashable, float]]) -> None:
+        """Fold one iteration's (skill, return) pairs in: each skill's averages move once, with
+        the mean of all its returns (the order of the pairs does not matter)."""
+        by_skill: dict[Hashable, list[float]] = {}
+        for skill, r in returns:
+            by_skill.setdefault(skill, []).append(r)
+        for skill, rs in by_skill.items():
+            self.update(skill, rs)
+
     def gap(self, skill: Hashable) -> float:
         """The reference's logged rho for this skill; 0 for a skill never seen."""
         if skill not in self.fast:

@@ -10,6 +10,8 @@
 The hint arm and the hints themselves are never trained: they exist only to measure regret.
 `--fixed-pool` replaces the designer by the hand-written example environments (the paper's
 fixed-environment baseline). Everything the loop needs between iterations lives in `State`.
+Under torchrun each process runs this same function on its share of the N slots; the
+`distributed.*` calls gather what needs the whole batch (one process: they return their input).
 """
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from spade_mini import distributed
 from spade_mini.agent import Job, play_episodes
 from spade_mini.designer import design_environments, design_record, generate_hints, skill_schedule
 from spade_mini.learning_potential import LearningPotential
 from spade_mini.plays import score_playables
 from spade_mini.regret import apply_invalid_policy, group_advantages, lowest_valid_reward
-from spade_mini.reinforce import Sample, update
+from spade_mini.reinforce import Sample, role_token_counts, update
 from spade_mini.sandbox import SandboxLimits
 
 DESIGNS_PER_SKILL = 2  # designs of one skill per iteration, so the per-skill baseline has a group
@@ -54,7 +57,8 @@ class Playable:
 
 def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, list, dict]:
     """Run one iteration; return (metrics row, designs, playables, episodes, scores by env id).
-    `progress(phase, **stats)` is called as each phase starts."""
+    `progress(phase, **stats)` is called as each phase starts. Data parallel, the designs,
+    playables, episodes and scores are this rank's share; the row is the whole batch's."""
     policy, it, times = state.policy, state.iteration, {}
     tokens_before, t_start = policy.tokens_generated, time.time()
     limits = SandboxLimits(call_timeout_s=cfg.step_timeout_s)
@@ -63,18 +67,20 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     # 1. design and validate (or take the fixed pool)
     t = time.time()
     say("design")
+    slots = distributed.share(cfg.designs_per_iteration)  # this rank's slots (all, in one process)
     if cfg.fixed_pool:
         designs = []
-        picked = [state.pool[(it * cfg.designs_per_iteration + i) % len(state.pool)]
-                  for i in range(cfg.designs_per_iteration)]
+        picked = [(i, state.pool[(it * cfg.designs_per_iteration + i) % len(state.pool)]) for i in slots]
         playables = [Playable(f"it{it:04d}-{i:02d}-{e.name}", e.skill, e.setting, e.source)
-                     for i, e in enumerate(picked)]
+                     for i, e in picked]
     else:
         skills = skill_schedule(state.skills, it, cfg.designs_per_iteration, group=DESIGNS_PER_SKILL)
-        designs = design_environments(policy, skills, state.corpus, state.memory, state.rng,
+        designs = design_environments(policy, skills[slots.start:slots.stop], state.corpus,
+                                      state.memory, state.rng,
                                       max_new_tokens=cfg.design_max_new_tokens,
                                       temperature=cfg.temperature, iteration=it, limits=limits,
-                                      retries=cfg.design_retries, references=cfg.memory_references)
+                                      retries=cfg.design_retries, references=cfg.memory_references,
+                                      first_slot=slots.start)
         playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, d.validation.has_hint)
                      for d in designs if d.valid]
     times["design"] = time.time() - t
@@ -109,6 +115,9 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
 
     # 4. score: regret per environment over paired seeds, then the designer reward
     scores, trained = score_playables(playables, episodes, cfg, state.lp)
+    #    then each skill's learning-potential averages move once, on every rank's returns
+    skill_of = {p.id: p.skill for p in playables}
+    state.lp.update_many(distributed.gather_concat([(skill_of[e.job.design_id], e.ret) for e in trained])[0])
 
     # 5. samples and advantages: agent turns of usable no-hint episodes, designer completions
     agent_adv = group_advantages([e.ret for e in trained], [e.job.design_id for e in trained],
@@ -125,9 +134,10 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     for d, r in zip(designs, design_rewards):
         d.reward = r
     kept = [(d, r) for d, r in zip(designs, design_rewards) if r is not None]
-    if kept and not cfg.no_designer_training:
-        design_adv = group_advantages([r for _, r in kept], [d.skill.key for d, _ in kept],
-                                      normalize_std=cfg.normalize_std)
+    if not cfg.no_designer_training:  # a skill's designs may lie on several ranks: gather them
+        batch, mine = distributed.gather_concat([(d.skill.key, r) for d, r in kept])
+        design_adv = group_advantages([r for _, r in batch], [k for k, _ in batch],
+                                      normalize_std=cfg.normalize_std)[mine]
         samples += [Sample(d.completion.prompt_ids, d.completion.completion_ids, adv, "designer",
                            d.completion.sampling)
                     for (d, _), adv in zip(kept, design_adv)]
@@ -136,37 +146,48 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     t = time.time()
     say("update")
     stats = update(policy, samples, state.optimizer, designer_weight=cfg.designer_weight,
-                   micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm)
+                   micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm,
+                   token_counts=distributed.sum_over_ranks(role_token_counts(samples)),
+                   sync_gradients=distributed.all_reduce_gradients)
     times["update"] = time.time() - t
 
-    # 7. remember every design with its stats
+    # 7. remember every design with its stats (every rank remembers every rank's designs)
     if state.memory is not None:
-        for d in designs:
-            s = scores.get(d.id)
-            state.memory.add(design_record(d, s and s.no_hint_solve_rate, s and s.hint_solve_rate,
-                                           s and s.regret))
+        records = [design_record(d, s and s.no_hint_solve_rate, s and s.hint_solve_rate, s and s.regret)
+                   for d, s in ((d, scores.get(d.id)) for d in designs)]
+        state.memory.add(distributed.gather_concat(records)[0])
     state.iteration += 1
 
-    total = time.time() - t_start
-    tokens = policy.tokens_generated - tokens_before
+    # 8. the metrics row of the whole batch: every rank's share, gathered in slot order
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    gen_s = times["design"] + times["hint"] + times["play"]
-    turns = [t for e in episodes for t in e.turns]
+    b = distributed.gather_by_key({
+        "valid": [d.valid for d in designs], "environments": [p.id for p in playables],
+        "crashed": [e.crashed is not None for e in episodes],
+        "eos": [float(t.finished) for e in episodes for t in e.turns],
+        "no_hint": [e.ret for e in trained],
+        "hint": [e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None],
+        "regret": [s.regret for s in scores.values()],  # None: not measured
+        "designer_reward": [r for r in design_rewards if r is not None],
+        "losses": [(stats.agent_loss, stats.designer_loss)],  # each rank's part of the whole loss
+        "tokens": [policy.tokens_generated - tokens_before],
+        "times": [{**times, "total": time.time() - t_start}], "peak_memory_mb": [peak_memory_mb()],
+    })
+    slowest = {k: max(t[k] for t in b["times"]) for k in b["times"][0]}  # the batch waits for it
+    tokens = sum(b["tokens"])
+    gen_s = max(t["design"] + t["hint"] + t["play"] for t in b["times"])
     row = {
-        "iteration": it, "designs": len(designs), "environments": len(playables),
-        "valid_fraction": sum(d.valid for d in designs) / len(designs) if designs else 1.0,
-        "episodes": len(episodes), "eos_fraction": mean([float(t.finished) for t in turns]),
-        "no_hint_return": mean([e.ret for e in trained]),
-        "hint_return": mean([e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None]),
-        "regret": mean([s.regret for s in scores.values() if s.regret is not None]),
-        "crashed_episodes": sum(e.crashed is not None for e in episodes),
-        "unhinted_environments": sum(s.regret is None for s in scores.values()),
-        "designer_reward": mean([r for r in design_rewards if r is not None]),
-        "agent_loss": stats.agent_loss, "designer_loss": stats.designer_loss,
+        "iteration": it, "designs": len(b["valid"]), "environments": len(b["environments"]),
+        "valid_fraction": mean(b["valid"]) if b["valid"] else 1.0,
+        "episodes": len(b["crashed"]), "eos_fraction": mean(b["eos"]),
+        "no_hint_return": mean(b["no_hint"]), "hint_return": mean(b["hint"]),
+        "regret": mean([r for r in b["regret"] if r is not None]),
+        "crashed_episodes": sum(b["crashed"]),
+        "unhinted_environments": sum(r is None for r in b["regret"]),
+        "designer_reward": mean(b["designer_reward"]),
+        "agent_loss": sum(a for a, _ in b["losses"]), "designer_loss": sum(d for _, d in b["losses"]),
         "grad_norm": stats.grad_norm, "trained_tokens": stats.tokens, "update_skipped": stats.skipped,
         "tokens_generated": tokens, "tokens_per_s": tokens / gen_s if gen_s > 0 else None,
-        **{f"time_{k}_s": v for k, v in times.items()}, "time_total_s": total,
-        "peak_memory_mb": peak_memory_mb(),
+        **{f"time_{k}_s": v for k, v in slowest.items()}, "peak_memory_mb": max(b["peak_memory_mb"]),
     }
     return row, designs, playables, episodes, scores
 

@@ -22,7 +22,9 @@ def score_playables(playables: list, episodes: list, cfg, lp: LearningPotential
     both (and of the agent's baseline): nothing was played. An episode whose environment crashed
     in step() trains nobody, and the crash makes its design count as invalid: a crash must never
     open a gap between the arms. Learning potential scores each design against the skill's
-    averages from BEFORE this iteration; then each skill's averages move once.
+    averages from BEFORE this iteration; the caller then moves each skill's averages once, on
+    the whole batch's returns (`LearningPotential.update_many`; in a data-parallel run the
+    returns of every rank).
     """
     scores, trained = {}, []
     for p in playables:
@@ -43,10 +45,6 @@ def score_playables(playables: list, episodes: list, cfg, lp: LearningPotential
                    None if no_hint else "no episode could be played (every reset failed)")
         scores[p.id] = dataclasses.replace(score, failure=failure)
         trained += usable
-    for skill in {p.skill for p in playables}:
-        returns = [e.ret for e in trained if e.job.design_id in {q.id for q in playables if q.skill == skill}]
-        if returns:
-            lp.update(skill, returns)
     return scores, trained
 
 

@@ -122,7 +122,9 @@ def _model_and_pad(policy, pad_id: int | None) -> tuple[torch.nn.Module, int]:
 
 def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, *,
            designer_weight: float = 1.0, micro_batch: int = 4, max_grad_norm: float = 1.0,
-           pad_id: int | None = None, logprob_fn: LogprobFn | None = None) -> UpdateStats:
+           pad_id: int | None = None, logprob_fn: LogprobFn | None = None,
+           token_counts: tuple[int, int] | None = None,
+           sync_gradients: Callable[[list[torch.nn.Parameter]], None] | None = None) -> UpdateStats:
     """One REINFORCE step on `samples`: accumulate gradients over micro-batches, clip, step.
 
     Each micro-batch's loss uses the WHOLE batch's per-role token counts as denominators, so the
@@ -132,6 +134,12 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     Micro-batches hold one role each, so that with separate adapters each role's tokens pass
     through its own adapter. The model is in train mode during the update (gradient checkpointing
     and dropout apply only then) and in eval mode after it.
+
+    Data parallel (spade_mini/distributed.py): `token_counts` are the whole batch's per-role
+    counts over every rank, and `sync_gradients(params)` sums the accumulated gradients over
+    ranks before clipping, so every rank steps on the gradient of the whole batch. Every rank
+    must then reach it, even with no live sample of its own; the update is skipped only when no
+    rank had one (no gradient anywhere).
     """
     if micro_batch < 1:
         raise ValueError("micro_batch must be >= 1")
@@ -143,15 +151,16 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
             return token_logprobs(model, prompts, completions, pad_id, micro_batch=len(prompts),
                                   samplings=samplings)
     model, pad_id = _model_and_pad(policy, pad_id)
-    counts = role_token_counts(samples)
+    counts = role_token_counts(samples) if token_counts is None else tuple(token_counts)
     tokens = sum(counts)
-    if not samples or tokens == 0:
+    if tokens == 0:
         return UpdateStats(0.0, 0.0, 0.0, 0, skipped="no samples with completion tokens")
     # A zero advantage contributes zero gradient, so those samples need no forward pass; their
     # tokens still count in the denominators above, as the loss definition says.
     live = [s for s in samples if s.advantage != 0.0 and s.completion_ids]
-    if not live:
-        return UpdateStats(0.0, 0.0, 0.0, 0, skipped="all advantages are zero: nothing to learn")
+    nothing = UpdateStats(0.0, 0.0, 0.0, 0, skipped="all advantages are zero: nothing to learn")
+    if not live and sync_gradients is None:
+        return nothing
 
     compute = getattr(policy, "compute", contextlib.nullcontext)  # autocast over fp32 masters
     # The step changes the weights, so keys and values kept for continuing chats go stale: free
@@ -179,6 +188,10 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
         model.eval()
     # After acting_as: with separate adapters both adapters are trainable again here.
     params = [p for p in model.parameters() if p.requires_grad]
+    if sync_gradients is not None:
+        sync_gradients(params)  # the sum over ranks: the gradient of the whole batch
+        if all(p.grad is None for p in params):  # no rank had a live sample
+            return nothing
     # inf = measure the norm without clipping.
     limit = max_grad_norm if max_grad_norm and max_grad_norm > 0 else float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(params, limit)  # ()

@@ -10,6 +10,8 @@
 
 A checkpoint is written to a temporary folder and renamed into place, so a run killed while
 saving never leaves a half-written checkpoint behind; `--resume` takes the newest complete one.
+In a data-parallel run rank 0 writes all of it, from records every rank sends (`iteration_records`,
+`random_streams`).
 """
 from __future__ import annotations
 
@@ -25,6 +27,41 @@ import torch
 from spade_mini.model import load_trainable, save_trainable
 
 STATE_FILE = "state.pt"
+
+
+def env_file(source: str, stats: dict) -> str:
+    """An environment's file: its stats as a comment header (one line each), then its source."""
+    header = "".join(f"# {k}: {' '.join(str(v).splitlines())}\n" for k, v in stats.items())
+    return header + "\n" + source
+
+
+def iteration_records(iteration: int, designs, episodes, scores) -> tuple[list[dict], list[tuple[str, str]]]:
+    """What one iteration writes besides its metrics row: its sample rows, and one (id, file
+    text) per design. Small plain records, so that ranks can gather them."""
+    from spade_mini.reports import sample_rows
+    envs = []
+    for d in designs:
+        s = scores.get(d.id)
+        envs.append((d.id, env_file(d.source or f'"""no code: {d.reasons}"""\n', {
+            "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
+            "no_hint_solve_rate": s and s.no_hint_solve_rate,
+            "hint_solve_rate": s and s.hint_solve_rate, "regret": s and s.regret,
+            "note": (s and (s.failure or s.note)) or "-", "designer_reward": d.reward})))
+    return sample_rows(iteration, designs, episodes, scores), envs
+
+
+def random_streams(rng) -> dict:
+    """This process's random state: its loop `random.Random`, torch's CPU generator and, on a
+    GPU, its current device's generator. A checkpoint keeps one per rank."""
+    return {"python": rng.getstate(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
+
+
+def restore_streams(rng, streams: dict) -> None:
+    rng.setstate(streams["python"])
+    torch.set_rng_state(streams["torch"])
+    if streams["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(streams["cuda"])
 
 
 class RunDir:
@@ -58,20 +95,17 @@ class RunDir:
 
     def record_iteration(self, iteration: int, row: dict, designs, episodes, scores) -> None:
         """Everything one iteration writes: its metrics row, its samples, and every design."""
-        from spade_mini.reports import sample_rows
+        self.write_iteration(row, *iteration_records(iteration, designs, episodes, scores))
+
+    def write_iteration(self, row: dict, samples: list[dict], envs: list[tuple[str, str]]) -> None:
+        """Write what `iteration_records` made (in a data-parallel run, every rank's, gathered)."""
         self.append("metrics.jsonl", [row])
-        self.append("samples.jsonl", sample_rows(iteration, designs, episodes, scores))
-        for d in designs:
-            s = scores.get(d.id)
-            self.write_env(d.id, d.source or f'"""no code: {d.reasons}"""\n', {
-                "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
-                "no_hint_solve_rate": s and s.no_hint_solve_rate,
-                "hint_solve_rate": s and s.hint_solve_rate, "regret": s and s.regret,
-                "note": (s and (s.failure or s.note)) or "-", "designer_reward": d.reward})
+        self.append("samples.jsonl", samples)
+        for env_id, text in envs:
+            (self.path / "envs" / f"{env_id}.py").write_text(text, encoding="utf-8")
 
     def write_env(self, env_id: str, source: str, stats: dict) -> None:
-        header = "".join(f"# {k}: {' '.join(str(v).splitlines())}\n" for k, v in stats.items())
-        (self.path / "envs" / f"{env_id}.py").write_text(header + "\n" + source, encoding="utf-8")
+        (self.path / "envs" / f"{env_id}.py").write_text(env_file(source, stats), encoding="utf-8")
 
     # --- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, iteration: int, policy, optimizer, memory, extra: dict) -> Path:

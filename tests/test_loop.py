@@ -174,13 +174,14 @@ class CrashyEnv:
 class ScriptedPlayer(ScriptedDesigner):
     """Designer replies as prepared; the agent answers in the box when it was given a hint, and
     in plain text when not (finished turns either way)."""
+    no_hint_reply = "I pass."
 
     def generate(self, chats, max_new_tokens, temperature=None, tools=None):
         if chats and chats[0][0]["content"] == SYSTEM:
             return super().generate(chats, max_new_tokens, temperature, tools)
         out = []
         for chat in chats:
-            text = "\\boxed{3}" if "HINT:" in chat[0]["content"] else "I pass."
+            text = "\\boxed{3}" if "HINT:" in chat[0]["content"] else self.no_hint_reply
             ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.policy.pad_id]
             out.append(Completion(text, self.policy.prompt_ids(chat), ids, True))
         return out
