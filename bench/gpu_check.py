@@ -32,7 +32,8 @@ import torch  # noqa: E402
 
 from spade_mini.config import Config  # noqa: E402
 from spade_mini.corpus import Corpus  # noqa: E402
-from spade_mini.designer import designer_prompt, skill_schedule, skills_for  # noqa: E402
+from spade_mini.designer import skill_schedule, skills_for  # noqa: E402
+from spade_mini.prompts import designer_prompt  # noqa: E402
 from spade_mini.model import acting_as, continue_chats, embedded_checkpoint, policy_from_model  # noqa: E402
 from spade_mini.reinforce import Sample, make_optimizer, update  # noqa: E402
 

@@ -1,15 +1,13 @@
-"""The designer role: skills, designer and hint prompts, code extraction, and one batched design.
+"""The designer role: skills, code extraction, hints, and one batched design (prompts: prompts.py).
 
 SPADE's designer writes a whole environment as Python source for a target skill, grounded on a
-corpus document and shown its memory of earlier environments. This module builds those prompts,
-generates all designs of an iteration in ONE batched `policy.generate` call, extracts the code and
-hands it to `sandbox.validate_env`; it never runs the code itself. It also builds the hint prompt
-(the same policy reads an environment's source and writes a 1-3 sentence hint).
+corpus document and shown its memory of earlier environments (the chats are in prompts.py). This
+module generates all designs of an iteration in ONE batched `policy.generate` call, extracts the
+code and hands it to `sandbox.validate_env`; it never runs the code itself. It also writes the
+hints (the same policy reads an environment's source and writes a 1-3 sentence hint).
 
-Omitted on purpose: the reference's long prompt variants (concept lists, self-traces, BFCL-style
-multi-turn tool tasks, difficulty levels that barely change the text). Our prompt is short because
-a 135M model with an 8k context must read it. Invalid designs are kept with their reasons (they
-become training samples with a penalty); optional retries re-generate only the invalid slots.
+Invalid designs are kept with their reasons (they become training samples with a graded
+penalty); optional retries re-generate only the invalid slots.
 """
 from __future__ import annotations
 
@@ -19,15 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spade_mini.corpus import Corpus, Document
+from spade_mini.corpus import Corpus
 from spade_mini.memory import EnvRecord, Memory, env_title
 from spade_mini.novelty import fingerprint, known_fingerprints
+from spade_mini.prompts import GAME_EXAMPLE, MAX_TURNS, TOOL_EXAMPLE, designer_prompt, hint_prompt
 
 if TYPE_CHECKING:  # for annotations only: model.py imports torch, sandbox.py may be absent
     from spade_mini.model import Completion
     from spade_mini.sandbox import SandboxLimits, Validation
 
-MAX_TURNS = 25  # turn cap of every episode (the reference's)
 NO_CLASS = "no environment class in the reply"
 
 
@@ -96,100 +94,6 @@ def skill_schedule(skills: list[Skill], iteration: int, n: int, group: int = 1) 
     return [skill for skill in picked for _ in range(group)][:n]
 
 
-SYSTEM = "You write Python training environments for an agent. Reply with one ```python block."
-
-GAME_EXAMPLE = r'''import random, re
-
-class TargetSumEnv:
-    """Reach an exact total by adding digits."""
-    def reset(self, seed=None):
-        rng = random.Random(seed)
-        self.target, self.total, self.turn = rng.randint(20, 40), 0, 0
-        return self._obs("Add a digit 1-9 each turn, e.g. \\boxed{5}."), {}
-
-    def _obs(self, msg):
-        return f"{msg} Total {self.total}, target {self.target}, turns left {6 - self.turn}."
-
-    def step(self, action):
-        self.turn += 1
-        m = re.fullmatch(r"\\boxed\{([1-9])\}", action.strip())
-        if m:
-            self.total += int(m.group(1))
-        if self.total == self.target:
-            return "Exact total reached!", 1.0, True, False, {}
-        over = self.total > self.target or self.turn >= 6
-        return self._obs("Added." if m else "Invalid move."), 0.0, over, False, {}
-
-    def hint(self):
-        return "Split the remaining difference over the turns left."'''
-
-TOOL_EXAMPLE = r'''from tooluse import ToolUseEnv
-
-class ShopEnv(ToolUseEnv):
-    """Look up an item's price, buy it and report the price."""
-    def _reset(self, rng):
-        self.prices = {f"item{i}": rng.randint(2, 30) for i in range(5)}
-        self.wanted, self.bought = rng.choice(sorted(self.prices)), None
-        return f"Buy {self.wanted}, then answer with the price you paid."
-
-    def tool_price(self, item: str) -> str:
-        """Look up the price of an item."""
-        return str(self.prices[item])
-
-    def tool_buy(self, item: str) -> str:
-        """Buy one item."""
-        self.bought = item
-        return f"Bought {item}."
-
-    def _check_answer(self, answer):
-        return self.bought == self.wanted and answer == str(self.prices[self.wanted])
-
-    def hint(self):
-        return "Check the wanted item's price, buy it, then answer with the price."'''
-
-CONTRACT = {
-    "games": ("The agent answers each turn with \\boxed{...}; step receives it as \\boxed{x}.\n"
-              "Rules:\n"
-              "- One class whose name ends in Env, built with no arguments; standard library only.\n"
-              "- reset(self, seed=None) -> (observation: str, info: dict) fixes one task per "
-              "episode; use random.Random(seed) so the same seed gives the same episode.\n"
-              "- step(self, action: str) -> (observation: str, reward: float, terminated: bool, "
-              "truncated: bool, info: dict); every action changes the state."),
-    "tool_use": ('The agent calls tools with <tool_call>{"name": ..., "arguments": {...}}'
-                 "</tool_call> and finishes with <answer>...</answer>.\n"
-                 "Rules:\n"
-                 "- One class whose name ends in Env that subclasses ToolUseEnv (from tooluse "
-                 "import ToolUseEnv); standard library only.\n"
-                 "- _reset(self, rng) builds one task per episode with rng (a random.Random of "
-                 "the seed) and returns the task text.\n"
-                 "- Each tool is a method tool_<name> with typed arguments and a docstring; it "
-                 "reads or changes the state and returns a string. Raise an error on a bad call.\n"
-                 "- _check_answer(self, answer: str) -> bool judges the final <answer>."),
-}
-
-RULES = """- Observations give the agent everything it needs, including the answer format; never reveal the answer.
-- Reward 1.0 with terminated=True on a win, else 0.0. Random actions should lose. End within {turns} turns.
-- Optional hint(self) -> str: a strategy tip for this episode, not the answer."""
-
-
-def designer_prompt(skill: Skill, document: Document | None, memory_block: str) -> list[dict]:
-    """The designer chat (system + user) for one environment."""
-    parts = []
-    if document is not None:
-        parts.append(f"<REFERENCE_DOCUMENT>\n{document.text}\n</REFERENCE_DOCUMENT>\n"
-                     "Base the environment's theme and facts on this document; never mention it.")
-    setting = "game" if skill.setting == "games" else "tool-use"
-    parts.append(f"Write a {setting} environment that trains {skill.name}: {skill.description}. "
-                 + CONTRACT[skill.setting] + "\n" + RULES.format(turns=MAX_TURNS))
-    if memory_block:
-        parts.append(memory_block)
-    if "<REFERENCE_ENVIRONMENTS>" not in memory_block:  # references are whole environments
-        example = GAME_EXAMPLE if skill.setting == "games" else TOOL_EXAMPLE
-        parts.append(f"A short complete example:\n```python\n{example}\n```")
-    parts.append(f"Now write a NEW environment for {skill.name} as one ```python block.")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
-
-
 _PY_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 _BARE_BLOCK = re.compile(r"```[ \t]*\n(.*?)(?:```|\Z)", re.S)
 _ENV_CLASS = re.compile(r"^\s*class\s+\w*Env\b", re.M)
@@ -205,27 +109,6 @@ def extract_code(text: str) -> str | None:
             with_class = [b for b in blocks if _ENV_CLASS.search(b)]
             return (with_class or blocks)[0] + "\n"
     return text.strip() + "\n" if _ENV_CLASS.search(text) else None
-
-
-HINT_SYSTEM = {
-    "games": ("You read the source code of a text game and write a hint for a player who cannot "
-              "see it. Write 1-3 sentences (under 100 words): the strategy and the answer format "
-              "(\\boxed{...}). Never state the exact answer or hidden values."),
-    "tool_use": ("You read the source code of a tool-use environment and write a hint for an agent "
-                 "who cannot see it. Write 1-3 sentences (under 100 words): which tools to call in "
-                 "which order and the final <answer> format. Stay value-free: use placeholders "
-                 "like <item>, never concrete values or the answer."),
-}
-
-
-def hint_prompt(source: str, setting: str) -> list[dict]:
-    user = f"Environment code:\n```python\n{source}\n```\nWrite the hint."
-    return [{"role": "system", "content": HINT_SYSTEM[setting]}, {"role": "user", "content": user}]
-
-
-def with_hint(obs: str, hint: str) -> str:
-    """The first observation of a hint-arm episode."""
-    return f"{obs}\n\nHINT: {hint}"
 
 
 def generate_hints(policy, sources: list[str], settings: list[str], max_new_tokens: int,

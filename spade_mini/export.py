@@ -28,7 +28,8 @@ import re
 import sys
 from pathlib import Path
 
-from spade_mini.designer import MAX_TURNS, SKILLS
+from spade_mini.designer import SKILLS
+from spade_mini.prompts import MAX_TURNS
 from spade_mini.novelty import fingerprint
 from spade_mini.plots import env_file
 from spade_mini.registration import MANIFEST, env_class, is_tool_use, parsed, read_suite, turn_cap

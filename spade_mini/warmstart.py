@@ -30,10 +30,11 @@ from pathlib import Path
 import torch
 
 from spade_mini.agent import GAME_TEMPLATES, TOOL_TEMPLATE, first_message
-from spade_mini.designer import SKILLS, designer_prompt
+from spade_mini.designer import SKILLS
 from spade_mini.envs import EXAMPLES, HELDOUT, HandEnv
 from spade_mini.memory import Memory
 from spade_mini.model import load_trainable, save_trainable, token_logprobs
+from spade_mini.prompts import designer_prompt
 from spade_mini.reinforce import Sample, make_optimizer, update
 from spade_mini.sandbox import SandboxedEnv, SandboxError
 
@@ -146,7 +147,7 @@ def role_nll(policy, samples: list[Sample]) -> dict[str, float]:
 
 def cache_key(cfg) -> str:
     """A hash of everything that changes the warm-started weights."""
-    from spade_mini import designer
+    from spade_mini import prompts
     fields = ["model", "quantize", "full_finetune", "separate_adapters", "lora_r", "lora_alpha",
               "lora_dropout", "lora_targets", "dtype", "seed", "setting", "agent_template",
               "corpus", "corpus_max_words", "no_corpus", "memory_references", "warm_start_steps",
@@ -156,8 +157,8 @@ def cache_key(cfg) -> str:
     import transformers
     data = {"format": CACHE_FORMAT, "config": {f: getattr(cfg, f) for f in fields},
             "examples": [e.source for e in EXAMPLES], "templates": [GAME_TEMPLATES, TOOL_TEMPLATE],
-            "designer": [designer.SYSTEM, designer.CONTRACT, designer.RULES, designer.GAME_EXAMPLE,
-                         designer.TOOL_EXAMPLE],
+            "designer": [prompts.SYSTEM, prompts.CONTRACT, prompts.RULES, prompts.GAME_EXAMPLE,
+                         prompts.TOOL_EXAMPLE],
             "versions": [torch.__version__, transformers.__version__, peft.__version__]}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -5,12 +5,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from spade_mini import designer
+from spade_mini import prompts
 from spade_mini.corpus import Corpus, Document
 from spade_mini.designer import (NO_CLASS, SKILLS, SkillError, design_environments, design_record,
-                                 designer_prompt, extract_code, generate_hints, hint_prompt,
-                                 skill_schedule, skills_for, with_hint)
+                                 extract_code, generate_hints, skill_schedule, skills_for)
 from spade_mini.memory import EnvRecord, Memory
+from spade_mini.prompts import designer_prompt, hint_prompt, with_hint
 
 GAME_KEYS = ["pattern_recognition", "logical_deduction", "strategic_planning",
              "mathematical_reasoning", "spatial_reasoning", "causal_inference", "memory_recall",
@@ -134,9 +134,9 @@ def win_target_sum(obs):
 
 def test_prompt_examples_are_valid_and_winnable():
     from spade_mini.sandbox import SandboxedEnv, validate_env
-    for example in (designer.GAME_EXAMPLE, designer.TOOL_EXAMPLE):
+    for example in (prompts.GAME_EXAMPLE, prompts.TOOL_EXAMPLE):
         assert validate_env(example).ok
-    with SandboxedEnv(designer.GAME_EXAMPLE) as env:
+    with SandboxedEnv(prompts.GAME_EXAMPLE) as env:
         obs, _ = env.reset(seed=4)
         for action in win_target_sum(obs):
             obs, reward, terminated, _, _ = env.step(action)
@@ -229,7 +229,7 @@ def test_one_reply_per_stage_reaches_its_stage_and_reward():
     from spade_mini.regret import apply_invalid_policy
     cases = _golden("validity_stages")
     replies = [c["source"] if c["stage"] == "no_code" else
-               "```python\n" + (designer.GAME_EXAMPLE if c["source"] == "__EXAMPLE__" else c["source"])
+               "```python\n" + (prompts.GAME_EXAMPLE if c["source"] == "__EXAMPLE__" else c["source"])
                + "\n```" for c in cases]
     policy = ScriptedPolicy(replies)
     designs = design_environments(policy, skills_for("games")[:1] * len(cases), None, None,

@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 import spade_mini
 from spade_mini import export
-from spade_mini.designer import MAX_TURNS
+from spade_mini.prompts import MAX_TURNS
 from spade_mini.envs import EXAMPLES, HELDOUT
 from spade_mini.registration import bundled_id, read_suite, turn_cap
 from spade_mini.sandbox import SandboxedEnv, SandboxLimits, validate_env

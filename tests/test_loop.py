@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from spade_mini.config import Config
-from spade_mini.designer import GAME_EXAMPLE, SYSTEM, skills_for
+from spade_mini.designer import skills_for
+from spade_mini.prompts import GAME_EXAMPLE, SYSTEM
 from spade_mini.loop import State, one_iteration
 from spade_mini.model import Completion
 from spade_mini.reinforce import make_optimizer

@@ -2,7 +2,8 @@
 duplicate; a genuinely different environment is not."""
 import random
 
-from spade_mini.designer import GAME_EXAMPLE, design_environments, skills_for
+from spade_mini.designer import design_environments, skills_for
+from spade_mini.prompts import GAME_EXAMPLE
 from spade_mini.novelty import fingerprint
 from spade_mini.sandbox import MAX_SOURCE_CHARS
 
