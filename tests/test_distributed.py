@@ -122,14 +122,16 @@ def test_distributed_gradient_equals_single_process_gradient_of_the_union(update
     got = update_results[0][name]
     assert got["grad"].keys() == grad.keys()
     assert any(g.abs().sum() > 0 for g in grad.values())
+    # float32 sums in another order (two ranks, the thread count) differ by ~1e-7 in gradients
+    # of ~1e-3; a wrong normalisation or a missed rank is off by a factor
     for n in grad:
-        torch.testing.assert_close(got["grad"][n], grad[n], rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(got["grad"][n], grad[n], rtol=1e-4, atol=1e-6)
     assert got["stats"]["tokens"] == stats.tokens and got["stats"]["skipped"] is None
-    assert got["stats"]["grad_norm"] == pytest.approx(stats.grad_norm, rel=1e-5)
+    assert got["stats"]["grad_norm"] == pytest.approx(stats.grad_norm, rel=1e-4)
     # each rank's loss is its part of the whole batch's loss (divided by the global counts)
     for key in ("agent_loss", "designer_loss"):
         parts = sum(r[name]["stats"][key] for r in update_results)
-        assert parts == pytest.approx(getattr(stats, key), rel=1e-5, abs=1e-7)
+        assert parts == pytest.approx(getattr(stats, key), rel=1e-4, abs=1e-6)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -214,7 +216,7 @@ def test_two_process_row_equals_single_process_row(iteration_results):
         if key.startswith(timing):
             continue
         if key in sums:
-            assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-6), key
+            assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-6), key
         else:
             assert two[key] == one[key], key
 
@@ -225,7 +227,7 @@ def test_every_rank_holds_the_single_process_memory_learning_potential_and_weigh
         assert rank["memory"] == single["memory"] and len(single["memory"]) == len(EXAMPLES) + 3
         assert rank["lp"] == single["lp"] and single["lp"][0]
         for n, w in single["weights"].items():
-            torch.testing.assert_close(rank["weights"][n], w, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(rank["weights"][n], w, rtol=1e-4, atol=1e-6)
     assert all(torch.equal(rank0["weights"][n], rank1["weights"][n]) for n in rank0["weights"])
 
 
