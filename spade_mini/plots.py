@@ -67,7 +67,7 @@ def plot_metrics(rows: list[dict], out: Path) -> list[Path]:
 
 def env_file(path: Path) -> tuple[dict[str, str], str]:
     """The `# key: value` header lines that train.py writes above each environment's source
-    (rundir.write_env), and the source below them and their blank line."""
+    (rundir.env_file), and the source below them and their blank line."""
     stats = {}
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
     end = len(lines)

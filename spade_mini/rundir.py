@@ -102,10 +102,13 @@ class RunDir:
         self.append("metrics.jsonl", [row])
         self.append("samples.jsonl", samples)
         for env_id, text in envs:
-            (self.path / "envs" / f"{env_id}.py").write_text(text, encoding="utf-8")
+            self._write_env_file(env_id, text)
 
     def write_env(self, env_id: str, source: str, stats: dict) -> None:
-        (self.path / "envs" / f"{env_id}.py").write_text(env_file(source, stats), encoding="utf-8")
+        self._write_env_file(env_id, env_file(source, stats))
+
+    def _write_env_file(self, env_id: str, text: str) -> None:
+        (self.path / "envs" / f"{env_id}.py").write_text(text, encoding="utf-8")
 
     # --- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, iteration: int, policy, optimizer, memory, extra: dict) -> Path:
