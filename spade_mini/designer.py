@@ -137,7 +137,7 @@ class Design:
     reasons: list[str]  # why it is invalid (empty when valid)
     prompt_tokens: int
     attempt: int  # 1 for the first try of this slot
-    stage: str = "valid"  # how far validation got: "valid", or where it failed (regret.INVALID_STAGES)
+    stage: str = "valid"  # how far validation got: "valid", or where it failed (invalidity.INVALID_STAGES)
     reward: float | None = None  # the designer reward it earned, set by the loop (None: dropped)
 
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from spade_mini import distributed
 from spade_mini.agent import Job, play_episodes
 from spade_mini.designer import design_environments, design_record, generate_hints, skill_schedule
+from spade_mini.invalidity import apply_invalid_policy
 from spade_mini.learning_potential import LearningPotential
 from spade_mini.plays import score_playables
-from spade_mini.regret import apply_invalid_policy, group_advantages, lowest_valid_reward
+from spade_mini.regret import group_advantages, lowest_valid_reward
 from spade_mini.reinforce import Sample, role_token_counts, update
 from spade_mini.sandbox import SandboxLimits
 

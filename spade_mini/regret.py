@@ -11,8 +11,8 @@ plain Python numbers (no torch, no numpy), so it can be read, tested and reused 
   (plain regret, the paper's blend, and the two ablations: solve rate only, learning potential,
   whose per-skill averages live in learning_potential.py).
 - `score_design`: one environment's paired returns -> solve rates, regret, designer reward.
-- `apply_invalid_policy`: designs that failed validation get a graded or constant penalty, or
-  are dropped.
+- `lowest_valid_reward`: the least a valid design can earn (invalidity.py grades the invalid
+  ones strictly below it).
 - `group_advantages`: reward minus the mean reward of its group (the REINFORCE baseline).
 
 Deliberately omitted: the reference's reward scale factor (min(n_actor/n_env * regen, 50)): a
@@ -21,7 +21,7 @@ constant multiplier on advantages that only rescales the learning rate; its dela
 paper recipe); the -0.5 step-timeout penalty (overwritten by the blend in the reference).
 
 Crashes and failed resets are filtered out by the caller before regret is measured (see
-loop.score_playables); a design with no hint has no regret (`regret=None`), not a noisy zero.
+plays.score_playables); a design with no hint has no regret (`regret=None`), not a noisy zero.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 DESIGNER_REWARD_KINDS = ("regret", "blend", "solve_rate", "learning_potential")
 REGRET_ESTIMATORS = ("debiased", "clipped")
-INVALID_POLICIES = ("graded", "constant", "drop")
 # The paper's blend: regret saturates at 0.15 (a 15-point gain from the hint is "enough").
 REGRET_SATURATION = 0.15
 BLEND_PLATEAU_WEIGHT = 0.6
@@ -230,12 +229,6 @@ def score_design(kind: str, no_hint: Sequence[float], pairs: Sequence[tuple[floa
     return DesignScore(rate, solve_rate(helped), regret, reward)
 
 
-# How far an invalid design got, lowest first: no code block (or a copy of a known environment,
-# which teaches nothing new), does not parse, no single Env class or a forbidden import, load or
-# __init__ fails, reset fails or is not deterministic, step fails or returns bad types, the probe
-# episode crashes or never ends, and, for a design that validated, a crash during real play.
-INVALID_STAGES = ("no_code", "syntax", "structure", "load", "reset", "step", "episode", "play")
-STAGE_LEVEL = {**{stage: level for level, stage in enumerate(INVALID_STAGES)}, "duplicate": 0}
 DEBIASED_FLOOR = -0.5  # the lowest debiased regret reward we allow (see lowest_valid_reward)
 
 
@@ -245,48 +238,6 @@ def lowest_valid_reward(kind: str, estimator: str = "debiased") -> float:
     that came out against the hint, for returns in [0, 1]) so every graded invalid reward stays
     below every valid one."""
     return DEBIASED_FLOOR if (kind == "regret" and estimator == "debiased") else 0.0
-
-
-def graded_invalid_reward(stage: str, invalid_reward: float, valid_floor: float,
-                          finished: bool = True) -> float:
-    """An invalid design's reward by the stage it failed at: evenly spaced STRICTLY between
-    `invalid_reward` and `valid_floor`, higher the further validation got. So a batch of invalid
-    designs still ranks better and worse attempts, and the designer learns from the start.
-    A reply cut off at its token budget earns half a step less than one that ended by itself
-    at the same stage: stopping is the first thing a small model has to learn."""
-    if stage not in STAGE_LEVEL:
-        raise ValueError(f"unknown validation stage {stage!r}; use one of {INVALID_STAGES} or 'duplicate'")
-    if not invalid_reward < valid_floor:
-        raise ValueError(f"graded invalid rewards need invalid_reward < {valid_floor} (the lowest "
-                         f"valid reward), got {invalid_reward}")
-    step = (valid_floor - invalid_reward) / (len(INVALID_STAGES) + 1)
-    return invalid_reward + (STAGE_LEVEL[stage] + 1 - (0 if finished else 0.5)) * step
-
-
-def apply_invalid_policy(designs: Sequence[tuple[str, float, bool]], policy: str = "graded",
-                         invalid_reward: float = -1.0, valid_floor: float = 0.0) -> list[float | None]:
-    """Final designer rewards for (stage, reward, finished) triples, in order; stage "valid"
-    marks a valid design (its reward is kept), None marks a dropped design; finished says the
-    reply ended with EOS.
-
-    "graded": an invalid design earns graded_invalid_reward(stage, ...). "constant": it earns
-    `invalid_reward`. Either pushes a small model toward code that loads and runs. "drop" (the
-    reference): an invalid design yields no designer sample. An invalid design's own reward is
-    ignored.
-    """
-    if policy not in INVALID_POLICIES:
-        raise ValueError(f"unknown invalid-design policy {policy!r}; use one of {INVALID_POLICIES}")
-    out: list[float | None] = []
-    for stage, reward, finished in designs:
-        if stage == "valid":
-            out.append(float(reward))
-        elif policy == "drop":
-            out.append(None)
-        elif policy == "constant":
-            out.append(float(invalid_reward))
-        else:
-            out.append(graded_invalid_reward(stage, invalid_reward, valid_floor, finished))
-    return out
 
 
 def group_advantages(values: Sequence[float], groups: Sequence[Hashable],

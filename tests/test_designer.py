@@ -226,7 +226,7 @@ README_TABLE = {"no_code": 0, "duplicate": 0, "syntax": 1, "structure": 2, "load
 
 
 def test_one_reply_per_stage_reaches_its_stage_and_reward():
-    from spade_mini.regret import apply_invalid_policy
+    from spade_mini.invalidity import apply_invalid_policy
     cases = _golden("validity_stages")
     replies = [c["source"] if c["stage"] == "no_code" else
                "```python\n" + (prompts.GAME_EXAMPLE if c["source"] == "__EXAMPLE__" else c["source"])

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from spade_mini import invalidity as I
 from spade_mini import regret as R
 from spade_mini.learning_potential import LearningPotential
 
@@ -173,7 +174,7 @@ def test_designer_reward(case):
 @pytest.mark.parametrize("case", GOLDEN["invalid_policy"], ids=lambda c: c["name"])
 def test_invalid_policy(case):
     designs = [tuple(d) for d in case["designs"]]
-    got = R.apply_invalid_policy(designs, case["policy"], invalid_reward=case["invalid_reward"],
+    got = I.apply_invalid_policy(designs, case["policy"], invalid_reward=case["invalid_reward"],
                                  valid_floor=case["valid_floor"])
     assert got == pytest.approx(case["rewards"], abs=TOL)
 
@@ -182,14 +183,14 @@ def test_graded_rewards_rank_stages_and_stay_below_valid():
     for kind in R.DESIGNER_REWARD_KINDS:
         for estimator in R.REGRET_ESTIMATORS:
             floor = R.lowest_valid_reward(kind, estimator)
-            rewards = [R.graded_invalid_reward(s, -1.0, floor) for s in R.INVALID_STAGES]
+            rewards = [I.graded_invalid_reward(s, -1.0, floor) for s in I.INVALID_STAGES]
             assert rewards == sorted(rewards) and len(set(rewards)) == len(rewards)
             assert -1.0 < rewards[0] and rewards[-1] < floor
     # the debiased regret never goes below its floor, whatever the differences
     assert R.regret_reward([(1.0, 0.0)], "debiased") == R.DEBIASED_FLOOR
     assert R.regret_reward([(1.0, -1.0)], "debiased") == R.DEBIASED_FLOOR
     with pytest.raises(ValueError, match="invalid_reward"):
-        R.graded_invalid_reward("syntax", 0.0, 0.0)
+        I.graded_invalid_reward("syntax", 0.0, 0.0)
 
 
 @pytest.mark.parametrize("case", GOLDEN["learning_potential"], ids=lambda c: c["name"])
@@ -311,9 +312,9 @@ def test_errors_are_narrow():
     with pytest.raises(ValueError, match="mode"):
         R.episode_return([1.0], True, mode="mean")
     with pytest.raises(ValueError):
-        R.apply_invalid_policy([("syntax", 0.0, True)], policy="ignore")
+        I.apply_invalid_policy([("syntax", 0.0, True)], policy="ignore")
     with pytest.raises(ValueError, match="stage"):
-        R.apply_invalid_policy([("nonsense", 0.0, True)])
+        I.apply_invalid_policy([("nonsense", 0.0, True)])
     with pytest.raises(ValueError):
         R.group_advantages([1.0, 2.0], ["a"])
     with pytest.raises(ValueError):
