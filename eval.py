@@ -7,7 +7,7 @@
     python eval.py plot runs/x
 
 Eval flags are listed below; every model and generation flag of train.py (Config) also works.
-Sizes and tiers default per preset (spade_mini.evaluate.EVAL_PRESETS). Every model is scored on
+Sizes and tiers default per preset (spade_mini.evaluation.evaluate.EVAL_PRESETS). Every model is scored on
 the same items and seeds; the table gives each checkpoint's paired delta to the base model and
 each row's smallest detectable effect. A suite whose benchmark package is missing is skipped
 with one line naming the install command (the others still run).
@@ -19,9 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from spade_mini.config import main_config
-from spade_mini.evaluate import (EVAL_PRESETS, GENERATED, SUITES, TIERS, EvalSettings, model_specs,
-                                 run_all)
+from spade_mini.cli import main_config
+from spade_mini.evaluation.evaluate import EVAL_PRESETS, GENERATED, SUITES, TIERS, EvalSettings, model_specs, run_all
 
 
 def eval_parser() -> argparse.ArgumentParser:
@@ -66,7 +65,7 @@ def checkpoint_list(args: list[str]) -> list[str]:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["plot"]:
-        from spade_mini.plots import plot_run
+        from spade_mini.evaluation import plot_run
         if len(argv) != 2:
             print("usage: python eval.py plot RUN_DIR", file=sys.stderr)
             return 2

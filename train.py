@@ -8,9 +8,9 @@
 Each iteration (spade_mini/loop.py): the designer writes N environments, the sandbox validates
 them, the agent plays K paired seeds per environment with and without a hint, the designer is
 rewarded by hint-based regret, and one REINFORCE update trains both roles. Everything is written
-to runs/<name>/ (see spade_mini/rundir.py). Ctrl-C saves a checkpoint and exits. Under
+to runs/<name>/ (see spade_mini/run/rundir.py). Ctrl-C saves a checkpoint and exits. Under
 torchrun every process runs this same script on its share of each iteration, and rank 0 writes
-the run directory (spade_mini/distributed.py).
+the run directory (spade_mini/run/distributed.py).
 """
 import json
 import os
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from spade_mini.config import main_config
+from spade_mini.cli import main_config
 
 cfg = main_config(description=__doc__.splitlines()[0])
 saved = Path(cfg.run_dir) / cfg.name / "config.json"
@@ -32,17 +32,14 @@ if os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 speaks for every pro
 import torch  # noqa: E402  (heavy imports only after the flags are known to be good)
 from tqdm.auto import tqdm  # noqa: E402
 
-from spade_mini import distributed  # noqa: E402
-from spade_mini.corpus import Corpus, CorpusError  # noqa: E402
-from spade_mini.designer import SkillError, skills_for  # noqa: E402
+from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_for  # noqa: E402
 from spade_mini.envs import EXAMPLES  # noqa: E402
+from spade_mini.evaluation import fixed_set_metrics  # noqa: E402
 from spade_mini.loop import State, one_iteration  # noqa: E402
-from spade_mini.plays import fixed_set_metrics  # noqa: E402
-from spade_mini.memory import Memory  # noqa: E402
-from spade_mini.model import ModelError, load_policy  # noqa: E402
+from spade_mini.policy import ModelError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
-from spade_mini.reports import Reporter  # noqa: E402
-from spade_mini.rundir import RunDir, iteration_records, random_streams, restore_streams  # noqa: E402
+from spade_mini.run import Reporter, RunDir, distributed  # noqa: E402
+from spade_mini.run import iteration_records, random_streams, restore_streams  # noqa: E402
 from spade_mini.sandbox import available_layers  # noqa: E402
 from spade_mini.warmstart import warm_start  # noqa: E402
 
@@ -89,12 +86,10 @@ if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed s
 
 if checkpoint is not None:  # every rank reads the checkpoint; rank 0 tidies the run directory
     try:
-        done, extra = run.load_checkpoint(checkpoint, policy, optimizer)
+        done, state.potential, streams = run.load_checkpoint(checkpoint, policy, optimizer)
     except ModelError as e:
         fail(str(e))
-    state.lp, state.iteration = extra["lp"], done + 1
-    streams = extra.get("streams") or [  # an older one-process checkpoint: its loop rng alone
-        {"python": extra["rng"], "torch": torch.get_rng_state(), "cuda": None}]
+    state.iteration = done + 1
     if len(streams) == world:
         restore_streams(state.rng, streams[distributed.rank()])
     else:
@@ -123,12 +118,12 @@ reporter = Reporter(cfg.report_to if main else "none", run.path)
 def save(iteration: int):
     streams = distributed.all_gather(random_streams(state.rng))  # every rank's own, for an exact resume
     if main:
-        run.save_checkpoint(iteration, policy, optimizer, state.memory, {"lp": state.lp, "streams": streams})
+        run.save_checkpoint(iteration, policy, optimizer, state.memory, state.potential, streams)
 
 
 def check_identical(when: str):  # --check-weights-every: a debug check of data parallelism
     try:
-        distributed.check_identical(policy.trainable_parameters(), when, state.lp,
+        distributed.check_identical(policy.trainable_parameters(), when, state.potential,
                                     state.memory and state.memory.records)
     except distributed.DistributedError as e:
         fail(str(e))

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from spade_mini.agent import Job, play_episodes  # noqa: E402
 from spade_mini.config import Config  # noqa: E402
 from spade_mini.envs import EXAMPLES  # noqa: E402
-from spade_mini.model import load_policy  # noqa: E402
+from spade_mini.policy import load_policy  # noqa: E402
 
 GAME = "arithmetic_chain"  # its observations vary with the seed, so batches are really padded
 MULTI_TURN_GAME = "guess_number"  # wrong guesses do not end it: episodes last until the guess cap

@@ -36,7 +36,7 @@ def child(args) -> None:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from spade_mini.scoring import Sampling, token_logprobs
+    from spade_mini.policy import Sampling, token_logprobs
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from test_scoring import reference_logprobs  # the plain scorer: what token_logprobs replaced
     fn = token_logprobs if args.child == "new" else reference_logprobs

@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 from spade_mini.config import Config  # noqa: E402
-from spade_mini.model import load_policy  # noqa: E402
+from spade_mini.policy import load_policy  # noqa: E402
 
 BATCHES = [1, 4, 8, 16]
 NEW_TOKENS = 48

@@ -41,8 +41,8 @@ def trl_reward(completions, **kwargs) -> list[float]:
 def our_step(policy, optimizer, go_on: bool) -> tuple[float, bool]:
     """One step of ours on the workload: sample, reward, baseline, update.
     Returns (seconds, whether the update was skipped)."""
-    from spade_mini.regret import group_advantages
     from spade_mini.reinforce import Sample, update
+    from spade_mini.reward import group_advantages
     t0 = time.perf_counter()
     chats = [[{"role": "user", "content": p}] for p in PROMPTS for _ in range(GENERATIONS)]
     sample = policy.continue_chats if go_on else policy.generate
@@ -67,7 +67,7 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from spade_mini.config import Config
-    from spade_mini.model import embedded_checkpoint, load_policy
+    from spade_mini.policy import embedded_checkpoint, load_policy
     from spade_mini.reinforce import make_optimizer
 
     cfg = Config(model="embedded", quantize="none", lora_r=16, lora_alpha=32, lr=LR,

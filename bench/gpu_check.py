@@ -31,10 +31,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import torch  # noqa: E402
 
 from spade_mini.config import Config  # noqa: E402
-from spade_mini.corpus import Corpus  # noqa: E402
-from spade_mini.designer import skill_schedule, skills_for  # noqa: E402
-from spade_mini.prompts import designer_prompt  # noqa: E402
-from spade_mini.model import acting_as, continue_chats, embedded_checkpoint, policy_from_model  # noqa: E402
+from spade_mini.designer import (  # noqa: E402
+    Corpus,  # noqa: E402
+    designer_prompt,  # noqa: E402
+    skill_schedule,
+    skills_for,
+)
+from spade_mini.policy import acting_as, continue_chats, embedded_checkpoint, policy_from_model  # noqa: E402
 from spade_mini.reinforce import Sample, make_optimizer, update  # noqa: E402
 
 QWEN3_4B = dict(hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,

@@ -7,6 +7,15 @@ the designer from hint-based regret. Start reading at `train.py`, then `spade_mi
 Importing the package registers the bundled environments with gymnasium (`spade_mini/<Name>-v0`,
 held-out ones as `spade_mini_heldout/<Name>-v0`); `register_suite(folder)` registers a suite
 exported from a run (spade_mini/registration.py). Registration starts no process.
+
+Shape legend, for every tensor comment in the package (`x = ...  # (B, T)`):
+    B  sequences (rows) of a batch            T  token positions of a padded batch
+    C  completion positions with log-probs    L  tokens of one completion
+    N  positions with log-probs of a batch    n  positions of one chunk
+    H  hidden size                            V  vocabulary size
+    R  cached key/value positions             S  prompt positions still to prefill
+    h  key/value heads                        d  head size
+    k  tokens that top-k keeps
 """
 from spade_mini.registration import register_bundled, register_suite
 

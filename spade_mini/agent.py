@@ -13,7 +13,7 @@ Actions: in games the agent answers `\\boxed{...}`; the last box is passed to `s
 as `\\boxed{x}`. In tool use the first `<tool_call>...</tool_call>` or `<answer>...</answer>`
 block is passed on. Without either, the raw text (truncated) is passed, and the environment
 decides what that means. A `SandboxError` ends only its own episode, with the reason recorded.
-Omitted: rewards for the designer (regret.py) and anything about training (reinforce.py).
+Omitted: rewards for the designer (reward/) and anything about training (reinforce.py).
 """
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from spade_mini.model import PLAIN, Sampling, acting_as, continue_chats
-from spade_mini.regret import episode_return
+from spade_mini.config import DEFAULTS
+from spade_mini.policy import PLAIN, Sampling, acting_as, continue_chats
+from spade_mini.reward import episode_return
 from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits, start_envs
 
 # The paper's game prompt ("reasoning"), and a short one for small models ("answer"): asked to
@@ -54,7 +55,7 @@ class Turn:
     completion_ids: list[int]      # what the agent generated (the only tokens that are trained)
     action: str                    # what was passed to step()
     reward: float
-    sampling: Sampling = PLAIN     # how completion_ids were drawn (the update scores them so)
+    sampling: Sampling = PLAIN     # how completion_ids were drawn (the update's log-probs use it)
     finished: bool = True          # the turn ended with EOS (else it was cut at the budget)
 
 
@@ -68,7 +69,7 @@ class Episode:
     ret: float = 0.0
     tools: list[dict] | None = None
     notes: list[str] = field(default_factory=list)  # what went wrong without ending the episode
-    hinted: bool = False           # a hint was shown (hint arm, and a hint existed)
+    hint_shown: bool = False       # a hint was shown (hint arm, and a hint existed)
     crashed: str | None = None     # "reset" or "step" when the environment failed, else None
 
     @property
@@ -113,7 +114,7 @@ def last_boxed(text: str) -> str | None:
 
 
 def first_message(obs: str, tools: list[dict] | None, hint: str | None,
-                  template: str = "reasoning") -> str:
+                  template: str = DEFAULTS.agent_template) -> str:
     """The episode's first user message: the template around the first observation (and hint)."""
     if hint:
         obs = f"{obs}\n\nHINT: {hint}"
@@ -122,11 +123,20 @@ def first_message(obs: str, tools: list[dict] | None, hint: str | None,
     return GAME_TEMPLATES[template].format(obs=obs)
 
 
-def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_tokens: int = 256,
-                  max_context_tokens: int = 4096, limits: SandboxLimits | None = None,
-                  return_mode: str = "last", crash_reward: float = -1.0,
+def play_settings(cfg) -> dict:
+    """The keyword arguments of `play_episodes` that a Config sets: training, the fixed-set curve
+    and held-out evaluation play under the same rules."""
+    return dict(max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
+                max_context_tokens=cfg.max_context_tokens, limits=SandboxLimits(call_timeout_s=cfg.step_timeout_s),
+                return_mode=cfg.return_mode, crash_reward=cfg.crash_reward, template=cfg.agent_template)
+
+
+def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turns,
+                  max_new_tokens: int = DEFAULTS.turn_max_new_tokens,
+                  max_context_tokens: int = DEFAULTS.max_context_tokens, limits: SandboxLimits | None = None,
+                  return_mode: str = DEFAULTS.return_mode, crash_reward: float = DEFAULTS.crash_reward,
                   temperature: float | None = None, on_turn=None,
-                  template: str = "reasoning") -> list[Episode]:
+                  template: str = DEFAULTS.agent_template) -> list[Episode]:
     """Play every job to its end, advancing all live episodes one turn per batched call."""
     episodes = [Episode(job=j) for j in jobs]
     envs: list[SandboxedEnv | None] = [None] * len(jobs)
@@ -143,11 +153,11 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
                 if ep.job.arm == "hint" and hint is None and envs[i].has_hint:
                     try:
                         hint = envs[i].hint()
-                    except SandboxError as e:  # a broken hint() must not score the episode -1
+                    except SandboxError as e:  # a broken hint() must not end the episode at -1
                         ep.notes.append(f"hint failed: {type(e).__name__}: {e}")
                         obs, info = envs[i].reset(seed=ep.job.seed)  # the error recycled the child
                 # without a hint, the hint arm plays unhinted (and measures no regret)
-                ep.hinted = bool(hint)
+                ep.hint_shown = bool(hint)
                 ep.tools = info.get("tools") or None
                 ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint, template)})
                 live.append(i)
@@ -204,7 +214,7 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = 25, max_new_token
 
 
 def _end(ep: Episode, reason: str, *, terminated: bool = False, crash: str | None = None,
-         crash_reward: float = -1.0) -> None:
+         crash_reward: float = DEFAULTS.crash_reward) -> None:
     ep.end_reason, ep.terminated = reason, terminated
     if crash:
         ep.crashed, ep.ret = crash, crash_reward

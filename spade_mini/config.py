@@ -1,24 +1,19 @@
-"""One flat `Config` for every part of spade_mini, its presets, and command-line parsing.
+"""One flat `Config` for every part of spade_mini: every flag, its choices, and the presets.
 
 Each field has a one-line docstring under it; `--help` shows those docstrings, so this file is
 also the reference of every flag. A `Config` is made in Python (`Config(iterations=2)`), from a
-preset (`Config.preset("cpu-smoke")`), or from the command line (`parse_args(argv)`), where the
-order is: preset, then `--config file.json|yaml`, then flags. Derived sizes are computed after
-parsing, never stored twice. This module holds no logic beyond parsing.
+preset (`Config.from_preset("cpu-smoke")`), or from the command line (`cli.parse_args(argv)`,
+where the order is: preset, then `--config file.json|yaml`, then flags). Derived sizes are
+computed where they are used, never stored twice. This module holds no logic beyond checking
+that the values fit together; the parser is in cli.py.
 """
 from __future__ import annotations
 
-import argparse
-import ast
 import dataclasses
-import difflib
-import inspect
-import json
-import sys
-import types
-import typing
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from spade_mini.envs import MAX_TURNS
+from spade_mini.reward import DESIGNER_REWARD_KINDS, REGRET_ESTIMATORS, lowest_valid_reward
 
 
 @dataclass
@@ -66,7 +61,7 @@ class Config:
     """Token budget of one agent turn."""
     max_context_tokens: int = 4096
     """An episode whose chat would grow past this many tokens ends truncated."""
-    max_turns: int = 25
+    max_turns: int = MAX_TURNS
     """Turn cap of an episode."""
     agent_template: str = "reasoning"
     """Agent prompt: 'reasoning' (the paper's: reason step by step, then \\boxed{}) or 'answer' (reply with the action only; a small model finishes its turns)."""
@@ -184,7 +179,6 @@ class Config:
             raise ConfigError("--full-finetune trains every weight, which 4-bit weights cannot hold; "
                               "add --quantize none.")
         if self.invalid_reward_mode == "graded" and not self.drop_invalid:
-            from spade_mini.regret import lowest_valid_reward  # pure arithmetic, no torch
             floor = lowest_valid_reward(self.designer_reward, self.regret_estimator)
             if self.invalid_reward >= floor:
                 raise ConfigError(f"graded invalid rewards must stay below {floor}, the least a valid "
@@ -204,8 +198,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dtype": ("auto", "float32", "bfloat16", "float16"),
     "setting": ("games", "tool_use", "mix"),
     "hint_source": ("policy", "env"),
-    "designer_reward": ("regret", "blend", "solve_rate", "learning_potential"),
-    "regret_estimator": ("debiased", "clipped"),
+    "designer_reward": DESIGNER_REWARD_KINDS,
+    "regret_estimator": REGRET_ESTIMATORS,
     "invalid_reward_mode": ("graded", "constant"),
     "agent_template": ("reasoning", "answer"),
     "return_mode": ("last", "sum"),
@@ -242,145 +236,4 @@ class ConfigError(ValueError):
     """A bad flag or config file; its message is one sentence naming the fix."""
 
 
-def field_docs(cls=Config) -> dict[str, str]:
-    """The docstring under each field, read from the class source (as cleanrl/tyro do)."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body
-    docs = {}
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-            docs[node.target.id] = str(nxt.value.value)
-    return docs
-
-
-def _hints() -> dict[str, object]:
-    return typing.get_type_hints(Config)
-
-
-def _convert(name: str, raw, hint):
-    """Turn a string (flag) or a JSON/YAML value into the field's type, or raise ConfigError."""
-    origin = typing.get_origin(hint)
-    try:
-        if hint is bool:
-            if isinstance(raw, bool):
-                return raw
-            low = str(raw).strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if origin is list:
-            items = raw if isinstance(raw, list) else [s for s in str(raw).split(",") if s.strip()]
-            return [str(s).strip() for s in items]
-        if origin in (typing.Union, types.UnionType):  # Optional[...]: 'none' means None
-            if raw is None or str(raw).lower() == "none":
-                return None
-            inner = [a for a in typing.get_args(hint) if a is not type(None)][0]
-            return _convert(name, raw, inner)
-        if hint is int and isinstance(raw, float) and not raw.is_integer():
-            raise ValueError
-        return hint(raw)
-    except (TypeError, ValueError):
-        kind = "true or false" if hint is bool else getattr(hint, "__name__", str(hint))
-        raise ConfigError(f"--{name.replace('_', '-')} expects {kind}, got {raw!r}.") from None
-
-
-def _read_file(path: str) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file {path!r} does not exist; pass an existing .json or .yaml file to --config.")
-    text = p.read_text()
-    if p.suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise ConfigError("reading YAML needs PyYAML; run `pip install pyyaml` or use a .json file.") from None
-        data = yaml.safe_load(text) or {}
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"config file {path!r} is not valid JSON ({e.msg} at line {e.lineno}); fix it or use YAML.") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path!r} must hold a mapping of field names to values.")
-    return data
-
-
-def _unknown(name: str) -> ConfigError:
-    names = [f.name for f in dataclasses.fields(Config)]
-    close = difflib.get_close_matches(name.lstrip("-").replace("-", "_"), names, n=1)
-    tip = f" Did you mean --{close[0].replace('_', '-')}?" if close else " Run with --help to list every flag."
-    return ConfigError(f"unknown option {name!r}.{tip}")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one sentence, no usage dump
-        raise ConfigError(message[0].upper() + message[1:] + ". Run with --help to list every flag.")
-
-
-def build_parser(prog: str = "train.py", description: str = "") -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description=description,
-                     usage="%(prog)s [--preset NAME] [--config FILE] [--FIELD VALUE ...]")
-    parser.add_argument("--config", metavar="FILE", help="a .json or .yaml file of field values (applied after the preset)")
-    docs, hints = field_docs(), _hints()
-    for f in dataclasses.fields(Config):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        if f.name == "preset":
-            parser.add_argument(flag, default="", metavar="NAME",
-                                help=f"{docs[f.name]} Without one: 'gpu' when CUDA is available, else 'cpu-smoke'.")
-            continue
-        shown = ",".join(default) if isinstance(default, list) else default
-        kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=f"{docs[f.name]} (default: {shown!r})")
-        if hints[f.name] is bool:  # `--no-corpus` alone means true; `--no-corpus false` also works
-            kwargs.update(nargs="?", const="true", metavar="BOOL")
-        else:
-            kwargs.update(metavar=f.name.upper())
-        parser.add_argument(flag, **kwargs)
-    return parser
-
-
-def parse_args(argv: list[str] | None = None, *, prog: str = "train.py", description: str = "",
-               default_preset: str | None = None, base: dict | None = None) -> Config:
-    """Command line -> Config. Raises ConfigError (one sentence) on any bad input.
-    `base` (e.g. a resumed run's config.json) replaces the preset as the starting values."""
-    parser = build_parser(prog, description)
-    args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    if extra:
-        raise _unknown(extra[0])
-    flags = {k: v for k, v in vars(args).items() if k not in ("config", "preset")}
-    if base is not None:
-        args.preset = args.preset or base.get("preset", "")
-    preset = args.preset or default_preset or auto_preset()
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
-    hints = _hints()
-    values = {**PRESETS[preset]} if base is None else {k: v for k, v in base.items() if k in hints}
-    if args.config:
-        for k, v in _read_file(args.config).items():
-            if k not in hints:
-                raise _unknown(k)
-            values[k] = _convert(k, v, hints[k])
-    for k, v in flags.items():
-        values[k] = _convert(k, v, hints[k])
-    values["preset"] = preset
-    return Config(**values)
-
-
-def auto_preset() -> str:
-    """'gpu' when CUDA is available, else 'cpu-smoke'."""
-    try:
-        import torch
-        return "gpu" if torch.cuda.is_available() else "cpu-smoke"
-    except ImportError:
-        return "cpu-smoke"
-
-
-def main_config(argv=None, **kwargs) -> Config:
-    """parse_args for scripts: a ConfigError becomes one line on stderr and exit status 2."""
-    try:
-        return parse_args(argv, **kwargs)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2)
+DEFAULTS = Config()  # the defaults above, for functions whose keyword defaults are flags' defaults

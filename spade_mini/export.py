@@ -7,7 +7,7 @@ its `samples.jsonl` row) into `suite/`: one `<id>.py` per environment, the sourc
 the designer wrote it, and `manifest.json` with each one's name, file, design id, iteration,
 skill, setting, class, `max_episode_steps`, solve rates with and without the hint, regret,
 designer reward and fingerprint. Copies up to names, comments and docstrings
-(`novelty.fingerprint`) are exported once, the earliest, with the ids of the others in its
+(`fingerprint`, designer/novelty.py) are exported once, the earliest, with the ids of the others in its
 `duplicates`. `--min-regret` keeps the environments whose regret was measured and is at least X;
 `--skills` keeps those of the given skill keys; `--revalidate` runs today's `validate_env` on
 each one again and leaves out those that now fail (validation may have grown stricter since the
@@ -28,11 +28,10 @@ import re
 import sys
 from pathlib import Path
 
-from spade_mini.designer import SKILLS
-from spade_mini.prompts import MAX_TURNS
-from spade_mini.novelty import fingerprint
-from spade_mini.plots import env_file
+from spade_mini.designer import SKILLS, fingerprint
+from spade_mini.envs import MAX_TURNS
 from spade_mini.registration import MANIFEST, env_class, is_tool_use, parsed, read_suite, turn_cap
+from spade_mini.run import read_env_file
 from spade_mini.sandbox import validate_env
 
 FORMAT = 1
@@ -91,7 +90,7 @@ def export_run(run: Path, out: Path, min_regret: float | None = None,
               "invalid_now": 0}
     kept: dict[str, tuple[dict, str]] = {}  # fingerprint -> (entry, source), earliest first
     for path in sorted((run / "envs").glob("*.py")):  # it<iteration>-<slot>: earliest first
-        stats, source = env_file(path)
+        stats, source = read_env_file(path)
         row = rows.get(path.stem, {})
         if row.get("valid", stats.get("valid") == "True") is not True:
             continue

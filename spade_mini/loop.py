@@ -19,14 +19,12 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from spade_mini import distributed
-from spade_mini.agent import Job, play_episodes
+from spade_mini.agent import Job, play_episodes, play_settings
 from spade_mini.designer import design_environments, design_record, generate_hints, skill_schedule
-from spade_mini.invalidity import apply_invalid_policy
-from spade_mini.learning_potential import LearningPotential
-from spade_mini.plays import score_playables
-from spade_mini.regret import group_advantages, lowest_valid_reward
 from spade_mini.reinforce import Sample, role_token_counts, update
+from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages,
+                               lowest_valid_reward, score_playables)
+from spade_mini.run import distributed
 from spade_mini.sandbox import SandboxLimits
 
 DESIGNS_PER_SKILL = 2  # designs of one skill per iteration, so the per-skill baseline has a group
@@ -40,7 +38,7 @@ class State:
     corpus: object | None          # a Corpus, or None (no grounding)
     memory: object | None          # a Memory, or None
     rng: random.Random
-    lp: LearningPotential = field(default_factory=LearningPotential)
+    potential: LearningPotential = field(default_factory=LearningPotential)
     pool: list = field(default_factory=list)  # HandEnv records for --fixed-pool
     iteration: int = 0
 
@@ -103,22 +101,19 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     say("play", valid=valid_fraction)
     jobs = []
     for p, hint in zip(playables, hints):
-        hinted = bool(hint) or (hint is None and p.has_hint)
+        plays_hint_arm = bool(hint) or (hint is None and p.has_hint)
         for seed in [state.rng.randrange(2**31) for _ in range(cfg.plays_per_design)]:
             jobs.append(Job(p.source, seed, "no_hint", None, p.id))
-            if hinted:
+            if plays_hint_arm:
                 jobs.append(Job(p.source, seed, "hint", hint, p.id))
-    episodes = play_episodes(policy, jobs, max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
-                             max_context_tokens=cfg.max_context_tokens, limits=limits,
-                             return_mode=cfg.return_mode, crash_reward=cfg.crash_reward,
-                             template=cfg.agent_template)
+    episodes = play_episodes(policy, jobs, **play_settings(cfg))
     times["play"] = time.time() - t
 
     # 4. score: regret per environment over paired seeds, then the designer reward
-    scores, trained = score_playables(playables, episodes, cfg, state.lp)
+    scores, trained = score_playables(playables, episodes, cfg, state.potential)
     #    then each skill's learning-potential averages move once, on every rank's returns
     skill_of = {p.id: p.skill for p in playables}
-    state.lp.update_many(distributed.gather_concat([(skill_of[e.job.design_id], e.ret) for e in trained])[0])
+    state.potential.update_many(distributed.gather_concat([(skill_of[e.job.design_id], e.ret) for e in trained])[0])
 
     # 5. samples and advantages: agent turns of usable no-hint episodes, designer completions
     agent_adv = group_advantages([e.ret for e in trained], [e.job.design_id for e in trained],

@@ -15,7 +15,7 @@ folder, and its sources run only in the sandbox.
 
 `max_episode_steps` is `turn_cap(source)`: the environment's own cap when its source sets one
 (a `max_turns` in its class, a module-level `MAX_TURNS`, or ToolUseEnv's default for a tool-use
-environment), never more than the contract's `prompts.MAX_TURNS` that every episode of training
+environment), never more than the contract's `envs.MAX_TURNS` that every episode of training
 is played under, and that when it sets none.
 Omitted: vector entry points. `gym.make_vec(id, n)` works on these ids; in "async" mode it needs
 `vector_kwargs={"shared_memory": False}` (gymnasium's shared-memory copy of a Text observation
@@ -30,8 +30,7 @@ from pathlib import Path
 
 import gymnasium
 
-from spade_mini.prompts import MAX_TURNS
-from spade_mini.envs import EXAMPLES, HELDOUT, HandEnv
+from spade_mini.envs import EXAMPLES, HELDOUT, MAX_TURNS, HandEnv
 from spade_mini.sandbox import SandboxedEnv, SourceError, parse_source
 from spade_mini.tooluse import ToolUseEnv
 

@@ -3,8 +3,8 @@
 One model plays two roles, set only by the prompt: the designer (its completions are environment
 source code) and the agent (its completions are the turns of no-hint episodes). Every sample is a
 (prompt, completion, advantage) triple; the advantage is already baseline-subtracted by
-`regret.group_advantages` (group = the same environment's plays for the agent, the same skill's
-designs for the designer). Each turn of an episode carries its episode's advantage. Hint-arm turns
+`group_advantages` in reward/regret.py (group = the same environment's plays for the agent, the
+same skill's designs for the designer). Each turn of an episode carries its episode's advantage. Hint-arm turns
 are never samples: the hint arm only measures regret.
 
 The objective, for each role separately, is the advantage-weighted log-likelihood averaged over
@@ -22,12 +22,12 @@ batch of fresh samples, so the sampling policy IS the current policy: no importa
 clipping, no KL penalty to a reference model, no value network. "The sampling policy" means the
 distribution the tokens were really drawn from: softmax(logits / temperature) cut to its top-k /
 top-p support. Each sample carries its `Sampling`, and its log-probs are taken under exactly that
-distribution (model.sampled_logprobs); scoring at temperature 1 instead would put the gradient on a
-different policy than the one that acted (measured on the embedded model at temperature 0.6:
-KL(sampler || scorer) 0.24 nats/token, 44% of tokens with a probability ratio outside [0.8, 1.28]).
+distribution (`sampled_logprobs`, policy/logprobs.py); log-probs at temperature 1 instead would put
+the gradient on a different policy than the one that acted (the README's "On-policy log-probs"
+gives the size of the gap on the embedded model).
 Supervised samples (warm start) use PLAIN, the untruncated softmax: their NLL.
 
-Shapes: B sequences in a micro-batch, T completion tokens of one sequence.
+Shapes (legend: spade_mini/__init__.py): B sequences of a micro-batch, L tokens of one completion.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import torch
 
-from spade_mini.model import PLAIN, Sampling, acting_as
+from spade_mini.config import DEFAULTS
+from spade_mini.policy import PLAIN, Sampling, acting_as
 
 ROLES = ("agent", "designer")
 
@@ -46,7 +47,7 @@ ROLES = ("agent", "designer")
 @dataclass
 class Sample:
     """One completion to reinforce: its prompt, its generated tokens, its advantage, its role,
-    and how its tokens were drawn (scored the same way)."""
+    and how its tokens were drawn (its log-probs are taken under the same)."""
     prompt_ids: list[int]
     completion_ids: list[int]
     advantage: float
@@ -75,7 +76,7 @@ def role_token_counts(samples: Sequence[Sample]) -> tuple[int, int]:
 
 
 def reinforce_loss(logprobs: Sequence[torch.Tensor], samples: Sequence[Sample], *,
-                   designer_weight: float = 1.0,
+                   designer_weight: float = DEFAULTS.designer_weight,
                    token_counts: tuple[int, int] | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(total, agent_loss, designer_loss) for completion log-probs `logprobs[i]` of `samples[i]`.
@@ -90,13 +91,13 @@ def reinforce_loss(logprobs: Sequence[torch.Tensor], samples: Sequence[Sample], 
     n_agent, n_designer = token_counts if token_counts is not None else role_token_counts(samples)
     device = logprobs[0].device if logprobs else torch.device("cpu")
     sums = {role: torch.zeros((), device=device) for role in ROLES}  # () each
-    for lp, s in zip(logprobs, samples):
-        if lp.shape != (len(s.completion_ids),):  # (T,)
-            raise ValueError(f"log-probs of shape {tuple(lp.shape)} for a completion of "
+    for logp, s in zip(logprobs, samples):
+        if logp.shape != (len(s.completion_ids),):  # (L,)
+            raise ValueError(f"log-probs of shape {tuple(logp.shape)} for a completion of "
                              f"{len(s.completion_ids)} tokens: pass completion tokens only")
         if s.role not in sums:
             raise ValueError(f"sample role {s.role!r} is not one of {ROLES}")
-        sums[s.role] = sums[s.role] + s.advantage * lp.float().sum()  # ()
+        sums[s.role] = sums[s.role] + s.advantage * logp.float().sum()  # ()
     # max(n, 1): a role without tokens has a zero sum, so its loss is 0 rather than 0/0.
     agent_loss = -sums["agent"] / max(n_agent, 1)  # ()
     designer_loss = -sums["designer"] / max(n_designer, 1)  # ()
@@ -121,7 +122,8 @@ def _model_and_pad(policy, pad_id: int | None) -> tuple[torch.nn.Module, int]:
 
 
 def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, *,
-           designer_weight: float = 1.0, micro_batch: int = 4, max_grad_norm: float = 1.0,
+           designer_weight: float = DEFAULTS.designer_weight, micro_batch: int = DEFAULTS.micro_batch,
+           max_grad_norm: float = DEFAULTS.max_grad_norm,
            pad_id: int | None = None, logprob_fn: LogprobFn | None = None,
            token_counts: tuple[int, int] | None = None,
            sync_gradients: Callable[[list[torch.nn.Parameter]], None] | None = None) -> UpdateStats:
@@ -130,12 +132,12 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     Each micro-batch's loss uses the WHOLE batch's per-role token counts as denominators, so the
     accumulated gradient is exactly the gradient of the whole-batch loss, while memory is bounded
     by one micro-batch. `logprob_fn(model, prompts, completions, pad_id, samplings)` returns one
-    1-D tensor of completion log-probs per sample; by default `spade_mini.model.token_logprobs`.
+    1-D tensor of completion log-probs per sample; by default `token_logprobs` (policy/logprobs.py).
     Micro-batches hold one role each, so that with separate adapters each role's tokens pass
     through its own adapter. The model is in train mode during the update (gradient checkpointing
     and dropout apply only then) and in eval mode after it.
 
-    Data parallel (spade_mini/distributed.py): `token_counts` are the whole batch's per-role
+    Data parallel (spade_mini/run/distributed.py): `token_counts` are the whole batch's per-role
     counts over every rank, and `sync_gradients(params)` sums the accumulated gradients over
     ranks before clipping, so every rank steps on the gradient of the whole batch. Every rank
     must then reach it, even with no live sample of its own; the update is skipped only when no
@@ -144,7 +146,7 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     if micro_batch < 1:
         raise ValueError("micro_batch must be >= 1")
     if logprob_fn is None:
-        from spade_mini.model import token_logprobs
+        from spade_mini.policy import token_logprobs
 
         def logprob_fn(model, prompts, completions, pad_id, samplings):
             # One forward per micro-batch: token_logprobs must not split it further.
@@ -178,7 +180,7 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
                     with compute():
                         logprobs = logprob_fn(model, [s.prompt_ids for s in chunk],
                                               [s.completion_ids for s in chunk], pad_id,
-                                              [s.sampling for s in chunk])  # B x (T,)
+                                              [s.sampling for s in chunk])  # B x (L,)
                     total, agent, designer = reinforce_loss(
                         logprobs, chunk, designer_weight=designer_weight, token_counts=counts)  # () each
                     total.backward()  # gradients add up across micro-batches

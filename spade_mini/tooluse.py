@@ -59,7 +59,7 @@ def tool_spec(method) -> dict:
 class ToolUseEnv:
     """Base class: tools from `tool_<name>` methods, parsing and dispatch of the agent's calls."""
 
-    max_turns = 25
+    max_turns = 25  # envs.MAX_TURNS: this file runs in the sandbox, which has no spade_mini (a test checks)
     end_on_wrong_answer = True
 
     def _reset(self, rng: random.Random) -> str:

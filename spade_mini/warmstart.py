@@ -30,16 +30,13 @@ from pathlib import Path
 import torch
 
 from spade_mini.agent import GAME_TEMPLATES, TOOL_TEMPLATE, first_message
-from spade_mini.designer import SKILLS
-from spade_mini.envs import EXAMPLES, HELDOUT, HandEnv
-from spade_mini.memory import Memory
-from spade_mini.model import load_trainable, save_trainable, token_logprobs
-from spade_mini.prompts import designer_prompt
+from spade_mini.designer import SKILLS, Memory, designer_prompt
+from spade_mini.envs import EXAMPLES, HELDOUT, MAX_TURNS, HandEnv
+from spade_mini.policy import load_trainable, save_trainable, token_logprobs
 from spade_mini.reinforce import Sample, make_optimizer, update
 from spade_mini.sandbox import SandboxedEnv, SandboxError
 
 SOLUTION_SEEDS = 3  # seeds per example whose solution() plays give agent samples
-MAX_ACTIONS = 25    # a solution longer than the turn cap teaches nothing playable
 CACHE_FORMAT = 1    # bump when the data or the procedure changes meaning
 
 
@@ -109,7 +106,7 @@ def _solution_turns(policy, example: HandEnv, seed: int, template: str, limits) 
         tools = info.get("tools") or None
         messages = [{"role": "user", "content": first_message(obs, tools, None, template)}]
         turns, reward = [], 0.0
-        for action in actions[:MAX_ACTIONS]:
+        for action in actions[:MAX_TURNS]:
             turns.append(Sample(policy.prompt_ids(messages), reply_ids(policy, action), 1.0, "agent"))
             obs, reward, terminated, truncated, _ = env.step(action)
             messages += [{"role": "assistant", "content": action}, {"role": "user", "content": obs}]
@@ -139,15 +136,15 @@ def role_nll(policy, samples: list[Sample]) -> dict[str, float]:
     totals = {"agent": [0.0, 0], "designer": [0.0, 0]}
     for s in samples:
         with policy.compute():
-            lp = token_logprobs(policy.model, [s.prompt_ids], [s.completion_ids], policy.pad_id)[0]
-        totals[s.role][0] -= lp.sum().item()
+            logp = token_logprobs(policy.model, [s.prompt_ids], [s.completion_ids], policy.pad_id)[0]
+        totals[s.role][0] -= logp.sum().item()
         totals[s.role][1] += len(s.completion_ids)
     return {role: (t / n if n else None) for role, (t, n) in totals.items()}
 
 
 def cache_key(cfg) -> str:
     """A hash of everything that changes the warm-started weights."""
-    from spade_mini import prompts
+    from spade_mini.designer import prompts
     fields = ["model", "quantize", "full_finetune", "separate_adapters", "lora_r", "lora_alpha",
               "lora_dropout", "lora_targets", "dtype", "seed", "setting", "agent_template",
               "corpus", "corpus_max_words", "no_corpus", "memory_references", "warm_start_steps",
@@ -238,9 +235,9 @@ def _read_rows(path: Path) -> list[dict]:
 
 def main(argv=None) -> int:
     """Build (or confirm) the warm-start cache for the given train.py flags."""
-    from spade_mini.config import main_config
-    from spade_mini.corpus import Corpus
-    from spade_mini.model import load_policy
+    from spade_mini.cli import main_config
+    from spade_mini.designer import Corpus
+    from spade_mini.policy import load_policy
     cfg = main_config(argv, prog="python -m spade_mini.warmstart",
                       description="Warm-start the policy on the bundled examples and cache it.")
     if cfg.warm_start_steps <= 0:

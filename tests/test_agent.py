@@ -14,7 +14,7 @@ import torch
 from spade_mini.agent import RAW_ACTION_CHARS, Job, extract_action, last_boxed, play_episodes
 from spade_mini.config import Config
 from spade_mini.envs import EXAMPLES
-from spade_mini.model import Completion, token_logprobs
+from spade_mini.policy import Completion, token_logprobs
 from spade_mini.sandbox import SandboxLimits
 
 # Name three hidden letters in order; four misses lose. Actions arrive as \boxed{x}.
@@ -292,7 +292,7 @@ FLIP_TOL = 1e-3     # a greedy choice may flip only between two tokens this clos
 
 @pytest.fixture(scope="module")
 def fp32_policy():
-    from spade_mini.model import load_policy
+    from spade_mini.policy import load_policy
     return load_policy(Config(model="embedded", quantize="none", temperature=0), verbose=False)
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from spade_mini.config import PRESETS, Config, ConfigError, field_docs, parse_args
+from spade_mini.cli import field_docs, parse_args
+from spade_mini.config import PRESETS, Config, ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from spade_mini.corpus import BUNDLED_PATH, Corpus, CorpusError, truncate_words
+from spade_mini.designer.corpus import BUNDLED_PATH, Corpus, CorpusError, truncate_words
 
 
 def bundled_rows():

@@ -4,12 +4,12 @@ adapter it was made under."""
 import pytest
 import torch
 
-from spade_mini import decoding
 from spade_mini.agent import Job, play_episodes
 from spade_mini.config import Config
-from spade_mini.decoding import ChatCache, Reusable, decode
 from spade_mini.envs import EXAMPLES
-from spade_mini.model import PLAIN, Sampling, load_policy, sampled_logprobs, token_logprobs
+from spade_mini.policy import PLAIN, Sampling, decoding, load_policy, sampled_logprobs, token_logprobs
+from spade_mini.policy.decoding import ChatCache, Reusable, decode
+
 
 @pytest.fixture(scope="module")
 def fp32_policy():

@@ -5,12 +5,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from spade_mini import prompts
-from spade_mini.corpus import Corpus, Document
-from spade_mini.designer import (NO_CLASS, SKILLS, SkillError, design_environments, design_record,
-                                 extract_code, generate_hints, skill_schedule, skills_for)
-from spade_mini.memory import EnvRecord, Memory
-from spade_mini.prompts import designer_prompt, hint_prompt, with_hint
+from spade_mini.designer import (NO_CLASS, SKILLS, Corpus, Document, EnvRecord, Memory, SkillError,
+                                  design_environments, design_record, extract_code, generate_hints, prompts,
+                                  skill_schedule, skills_for)
+from spade_mini.designer.prompts import designer_prompt, hint_prompt, with_hint
 
 GAME_KEYS = ["pattern_recognition", "logical_deduction", "strategic_planning",
              "mathematical_reasoning", "spatial_reasoning", "causal_inference", "memory_recall",
@@ -226,7 +224,7 @@ README_TABLE = {"no_code": 0, "duplicate": 0, "syntax": 1, "structure": 2, "load
 
 
 def test_one_reply_per_stage_reaches_its_stage_and_reward():
-    from spade_mini.invalidity import apply_invalid_policy
+    from spade_mini.reward import apply_invalid_policy
     cases = _golden("validity_stages")
     replies = [c["source"] if c["stage"] == "no_code" else
                "```python\n" + (prompts.GAME_EXAMPLE if c["source"] == "__EXAMPLE__" else c["source"])

@@ -1,4 +1,4 @@
-"""Data parallelism (spade_mini/distributed.py) with 2 gloo processes on the CPU and the tiny model:
+"""Data parallelism (spade_mini/run/distributed.py) with 2 gloo processes on the CPU and the tiny model:
 one distributed update is the single-process update of the union of the ranks' samples, ranks end
 with identical weights, the metrics row of a 2-process iteration is the single-process row, and a
 2-process train.py run writes one run directory that --resume continues exactly.
@@ -8,7 +8,6 @@ environment variables torchrun sets; each writes its results to a file the test 
 import dataclasses
 import json
 import os
-import pickle
 import random
 import shutil
 import socket
@@ -21,14 +20,13 @@ import torch
 import torch.multiprocessing as mp
 from test_loop import ROOT, ScriptedPlayer, _comparable
 
-from spade_mini import distributed
 from spade_mini.config import Config
-from spade_mini.designer import skills_for
+from spade_mini.designer import Memory, skills_for
 from spade_mini.envs import EXAMPLES
 from spade_mini.loop import State, one_iteration
-from spade_mini.memory import Memory
-from spade_mini.model import load_policy
+from spade_mini.policy import load_policy
 from spade_mini.reinforce import Sample, make_optimizer, role_token_counts, update
+from spade_mini.run import distributed
 
 WORLD = 2
 
@@ -178,7 +176,7 @@ def _iteration(replies: list[str], rng: random.Random) -> dict:
     state = State(ScriptedAgent(policy, replies), make_optimizer(policy.model, CFG.lr),
                   skills_for("games"), None, Memory.seeded(EXAMPLES), rng)
     row, designs, *_ = one_iteration(state, CFG)
-    return {"row": row, "ids": [d.id for d in designs], "lp": (state.lp.fast, state.lp.slow),
+    return {"row": row, "ids": [d.id for d in designs], "lp": (state.potential.fast, state.potential.slow),
             "memory": [dataclasses.asdict(r) for r in state.memory.records],
             "weights": _trainable(policy)}
 
@@ -266,7 +264,7 @@ def test_torchrun_writes_one_run_directory_and_resume_continues_it(tmp_path):
     samples = [json.loads(ln) for ln in (run / "samples.jsonl").read_text().splitlines()]
     assert {s["env"][:9] for s in samples if s["iteration"] == 0} == {"it0000-00", "it0000-01"}
     state = torch.load(run / "checkpoint-1" / "state.pt", weights_only=False)
-    assert len(pickle.loads(state["extra"])["streams"]) == WORLD
+    assert len(state["streams"]) == WORLD
 
     # resume from checkpoint-0 with the same world size: iteration 1 comes out the same again
     shutil.rmtree(run / "checkpoint-1")

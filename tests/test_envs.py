@@ -197,7 +197,7 @@ def tokenizer():
     from transformers import AutoTokenizer
 
     from spade_mini.config import Config
-    from spade_mini.model import embedded_checkpoint
+    from spade_mini.policy import embedded_checkpoint
     return AutoTokenizer.from_pretrained(str(embedded_checkpoint(Config().cache_dir)))
 
 

@@ -3,14 +3,11 @@ import json
 
 import pytest
 
-from spade_mini import benchmarks as bm
-from spade_mini import eval_report as er
-from spade_mini import evaluate as ev
-from spade_mini import heldout
 from spade_mini.agent import Episode, Job, Turn
 from spade_mini.config import Config
 from spade_mini.envs import HELDOUT, HandEnv
-from spade_mini.model import Completion
+from spade_mini.evaluation import benchmarks as bm, evaluate as ev, heldout, report as er
+from spade_mini.policy import Completion
 
 
 class ScriptedPolicy:
@@ -329,7 +326,7 @@ def test_plot_command(tmp_path):
     rows = [{"iteration": i, "valid_fraction": 0.5 + 0.1 * i, "no_hint_return": 0.1 * i, "hint_return": 0.3,
              "regret": 0.2, "agent_loss": 1.0 / (i + 1), "time_play_s": 3.0} for i in range(3)]
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken")
-    from spade_mini.rundir import RunDir
+    from spade_mini.run import RunDir
     writer = RunDir(tmp_path, "run")  # the same writer train.py uses, so the header format matches
     writer.write_env("a", "class AEnv: pass\n", {"regret": 0.1, "skill": "optimization", "valid": True})
     writer.write_env("b", "class BEnv: pass\n", {"regret": 0.9, "skill": "logical_deduction", "valid": True})
@@ -348,7 +345,7 @@ def test_plot_command(tmp_path):
 def test_checkpoint_loads_into_policy_from_run_config(tiny_policy, tmp_path):
     import torch
 
-    from spade_mini.model import save_trainable
+    from spade_mini.policy import save_trainable
     run_cfg = Config(model="tiny", quantize="none", temperature=0.0, seed=0)
     ckpt = tmp_path / "run" / "checkpoint-1"
     param = tiny_policy.trainable_parameters()[0]

@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 import spade_mini
 from spade_mini import export
-from spade_mini.prompts import MAX_TURNS
+from spade_mini.designer.prompts import MAX_TURNS
 from spade_mini.envs import EXAMPLES, HELDOUT
 from spade_mini.registration import bundled_id, read_suite, turn_cap
 from spade_mini.sandbox import SandboxedEnv, SandboxLimits, validate_env
@@ -177,7 +177,7 @@ def design_row(env_id, skill, valid, regret, setting="games"):
 @pytest.fixture()
 def run_dir(tmp_path):
     """A run folder as train.py writes it: envs/<id>.py under their headers, samples.jsonl."""
-    from spade_mini.rundir import RunDir
+    from spade_mini.run import RunDir
     run = RunDir(tmp_path / "runs", "hand")
     designs = [("it0000-00", GUESS, "logical_deduction", True, 0.5),
                ("it0000-01", "class BrokenEnv(:\n", "logical_deduction", False, None),

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from spade_mini import intervals as iv
+from spade_mini.evaluation import intervals as iv
 
 
 def test_interval_wilson_and_normal():

@@ -11,9 +11,9 @@ import pytest
 
 from spade_mini.config import Config
 from spade_mini.designer import skills_for
-from spade_mini.prompts import GAME_EXAMPLE, SYSTEM
+from spade_mini.designer.prompts import GAME_EXAMPLE, SYSTEM
 from spade_mini.loop import State, one_iteration
-from spade_mini.model import Completion
+from spade_mini.policy import Completion
 from spade_mini.reinforce import make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,12 +135,11 @@ GOLDEN = json.loads((ROOT / "tests" / "golden" / "reinforce_cases.json").read_te
 def test_score_playables_golden(case):
     from spade_mini.agent import Episode, Job
     from spade_mini.loop import Playable
-    from spade_mini.plays import score_playables
-    from spade_mini.learning_potential import LearningPotential
+    from spade_mini.reward import LearningPotential, score_playables
     episodes = []
     for e in case["episodes"]:
         ep = Episode(job=Job("", e["seed"], e["arm"], None, "env"))
-        ep.ret, ep.hinted, ep.crashed = e["ret"], e["hinted"], e["crashed"]
+        ep.ret, ep.hint_shown, ep.crashed = e["ret"], e["hint_shown"], e["crashed"]
         episodes.append(ep)
     cfg = Config(model="tiny", designer_reward=case["designer_reward"])
     scores, trained = score_playables([Playable("env", "skill", "games", "")], episodes, cfg,
@@ -245,3 +244,42 @@ def test_make_train_plays_and_updates_on_the_embedded_model(tmp_path):
     assert row["valid_fraction"] > 0 and row["episodes"] >= 1, row
     assert row["update_skipped"] is None and row["trained_tokens"] > 0, row
     assert row["eos_fraction"] >= 0.8, row
+
+
+def test_a_run_saved_before_the_package_had_folders_resumes(tmp_path):
+    """tests/golden/old_layout_run: iteration 0 of a tiny fixed-pool run, written when the
+    package was one flat folder (its checkpoint pickles LearningPotential by the old module path
+    and keeps the torch stream twice). It resumes: the learning potential comes back, and the
+    restored random streams draw the same environments and seeds as the uninterrupted run did."""
+    import shutil
+
+    import torch
+
+    from spade_mini.reward import LearningPotential
+    from spade_mini.run import RunDir
+
+    golden = ROOT / "tests" / "golden" / "old_layout_run"
+    expected = json.loads((golden / "expected.json").read_text())
+    shutil.copytree(golden, tmp_path / "old", ignore=shutil.ignore_patterns("expected.json"))
+    assert "extra" in torch.load(tmp_path / "old" / "checkpoint-0" / "state.pt", weights_only=False)
+
+    out = subprocess.run([sys.executable, "train.py", "--run-dir", str(tmp_path), "--name", "old",
+                          "--iterations", "2", "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "resumed" in out.stdout
+    rows = [json.loads(line) for line in (tmp_path / "old" / "samples.jsonl").read_text().splitlines()]
+    played = [[r["env"], r["seed"], r["arm"]] for r in rows if r["kind"] == "episode" and r["iteration"] == 1]
+    assert played == expected["iteration_1_episodes"]
+
+    # the checkpoint it writes now holds plain data, and reads back the same way
+    state = torch.load(tmp_path / "old" / "checkpoint-1" / "state.pt", weights_only=False)
+    assert "extra" not in state and "torch_rng" not in state
+    assert set(state["potential"]) == {"gamma_fast", "gamma_slow", "fast", "slow"}
+    assert RunDir(tmp_path, "old").latest_checkpoint().name == "checkpoint-1"
+
+    # what the old checkpoint held comes back as the objects of the new layout
+    from spade_mini.run.rundir import _old_layout_state
+    potential, streams = _old_layout_state(torch.load(golden / "checkpoint-0" / "state.pt", weights_only=False))
+    assert isinstance(potential, LearningPotential)
+    assert (potential.fast, potential.slow) == (expected["fast"], expected["slow"])
+    assert len(streams) == expected["streams"]

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from spade_mini.memory import REFERENCE_POOL, EnvRecord, Memory, Selection, env_title
+from spade_mini.designer.memory import REFERENCE_POOL, EnvRecord, Memory, Selection, env_title
 
 
 def rec(i, skill="logical_deduction", rate=0.5, regret=0.2, valid=True, source=None):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from spade_mini.config import Config
-from spade_mini.model import load_policy, load_trainable, save_trainable, token_logprobs
+from spade_mini.policy import load_policy, load_trainable, save_trainable, token_logprobs
 
 CHATS = [
     [{"role": "user", "content": "Say hello."}],
@@ -166,13 +166,13 @@ def _sampler_logprobs(policy, chats, max_new_tokens, temperature):
 
 
 def left_pad_for(policy, prompts):
-    from spade_mini.model import left_pad
+    from spade_mini.policy import left_pad
     return left_pad(prompts, policy.pad_id, policy.device)
 
 
 def test_scoring_uses_the_sampling_it_was_drawn_with(tiny_policy):
     """On-policy means: the update scores each token with the distribution that drew it."""
-    from spade_mini.model import PLAIN, Sampling
+    from spade_mini.policy import PLAIN, Sampling
     torch.manual_seed(0)
     sampling = Sampling(temperature=0.6, top_k=20, top_p=0.95)
     policy = tiny_policy
@@ -210,7 +210,7 @@ HAND_SAMPLED = {"plain": math.log(0.5), "top_k_3": math.log(0.2 / 0.85),
 
 @pytest.mark.parametrize("case", _golden("sampled_logprob"), ids=lambda c: c["name"])
 def test_sampled_logprob_golden(case):
-    from spade_mini.model import Sampling, sampled_logprobs
+    from spade_mini.policy import Sampling, sampled_logprobs
     assert case["logprob"] == pytest.approx(HAND_SAMPLED[case["name"]], abs=1e-12)
     logits = torch.log(torch.tensor([case["probs"]], dtype=torch.float64))  # (1, V)
     sampling = Sampling(case["temperature"], case["top_k"], case["top_p"])
@@ -219,7 +219,7 @@ def test_sampled_logprob_golden(case):
 
 
 def test_support_keeps_top_k_then_top_p():
-    from spade_mini.model import Sampling, sampling_support
+    from spade_mini.policy import Sampling, sampling_support
     z = torch.log(torch.tensor([[0.5, 0.2, 0.15, 0.1, 0.05]]))  # (1, V)
     assert sampling_support(z, Sampling(1.0, 3, 1.0)).tolist() == [[True, True, True, False, False]]
     # top-p 0.8 among all: 0.5 + 0.2 = 0.7 < 0.8, so 0.15 joins (the set reaching 0.8)

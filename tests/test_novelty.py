@@ -2,9 +2,8 @@
 duplicate; a genuinely different environment is not."""
 import random
 
-from spade_mini.designer import design_environments, skills_for
-from spade_mini.prompts import GAME_EXAMPLE
-from spade_mini.novelty import fingerprint
+from spade_mini.designer import design_environments, fingerprint, skills_for
+from spade_mini.designer.prompts import GAME_EXAMPLE
 from spade_mini.sandbox import MAX_SOURCE_CHARS
 
 RENAMED = r'''import random, re
@@ -58,7 +57,7 @@ class Replies:
         self.texts = list(texts)
 
     def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        from spade_mini.model import Completion
+        from spade_mini.policy import Completion
         return [Completion(self.texts.pop(0), [1, 2], [3, 4], True) for _ in chats]
 
 

@@ -1,4 +1,4 @@
-"""Tests for spade_mini/regret.py: the reward arithmetic, against hand-computed golden cases.
+"""Tests for spade_mini/reward/regret.py: the reward arithmetic, against hand-computed golden cases.
 
 Golden file tests/golden/reinforce_cases.json (schema in its "_doc" key): top-level keys
 episode_return, solve_rate, regret, plateau, designer_reward, invalid_policy, learning_potential,
@@ -14,9 +14,7 @@ import sys
 
 import pytest
 
-from spade_mini import invalidity as I
-from spade_mini import regret as R
-from spade_mini.learning_potential import LearningPotential
+from spade_mini.reward import LearningPotential, invalidity as I, regret as R
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())
 TOL = 1e-9
@@ -167,7 +165,7 @@ def test_plateau():
 @pytest.mark.parametrize("case", GOLDEN["designer_reward"], ids=lambda c: c["name"])
 def test_designer_reward(case):
     got = R.designer_reward(case["kind"], regret=case["regret"],
-                            no_hint_solve_rate=case["no_hint_solve_rate"], lp=case["lp"])
+                            no_hint_solve_rate=case["no_hint_solve_rate"], potential=case["lp"])
     assert got == pytest.approx(case["reward"], abs=TOL)
 
 
@@ -307,7 +305,7 @@ def test_errors_are_narrow():
         R.hint_regret([], [])
     with pytest.raises(ValueError, match="unknown designer reward"):
         R.designer_reward("minimise_regret", regret=0.1, no_hint_solve_rate=0.5)
-    with pytest.raises(ValueError, match="lp"):
+    with pytest.raises(ValueError, match="potential"):
         R.designer_reward("learning_potential", regret=0.1, no_hint_solve_rate=0.5)
     with pytest.raises(ValueError, match="mode"):
         R.episode_return([1.0], True, mode="mean")
@@ -324,7 +322,7 @@ def test_errors_are_narrow():
 def test_regret_module_does_not_import_torch():
     # regret.py is pure arithmetic; importing torch there would slow every sandbox-side import.
     import subprocess
-    code = "import sys, spade_mini.regret; print('torch' in sys.modules)"
+    code = "import sys, spade_mini.reward.regret; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=pathlib.Path(__file__).parent.parent)
     assert out.stdout.strip() == "False"

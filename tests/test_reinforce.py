@@ -5,7 +5,7 @@ Golden file tests/golden/reinforce_cases.json, key "loss" (schema in its "_doc" 
 total, agent_loss, designer_loss, grads}, where grads[i][t] = d total / d logprobs[i][t].
 
 The update tests use a tiny randomly initialised Llama built here (no download). Log-probs come
-from spade_mini.model.token_logprobs when that module exists, else from `reference_logprobs`
+from spade_mini.policy.token_logprobs when that module exists, else from `reference_logprobs`
 below (one unpadded forward per sample), which is also the oracle token_logprobs is checked against.
 """
 
@@ -18,15 +18,14 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from spade_mini.model import PLAIN
-from spade_mini.regret import group_advantages
-from spade_mini.reinforce import (Sample, UpdateStats, make_optimizer, reinforce_loss,
-                                  role_token_counts, update)
+from spade_mini.policy import PLAIN
+from spade_mini.reinforce import Sample, UpdateStats, make_optimizer, reinforce_loss, role_token_counts, update
+from spade_mini.reward import group_advantages
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())
 
 try:
-    from spade_mini.model import token_logprobs
+    from spade_mini.policy import token_logprobs
 except ImportError:  # model.py not written yet, or its heavy imports are unavailable
     token_logprobs = None
 
@@ -155,7 +154,7 @@ def test_role_without_samples_contributes_zero():
 
 # --- the update on a tiny model ------------------------------------------------------------------
 
-@pytest.mark.skipif(token_logprobs is None, reason="spade_mini.model.token_logprobs not available")
+@pytest.mark.skipif(token_logprobs is None, reason="spade_mini.policy.token_logprobs not available")
 def test_library_token_logprobs_match_reference():
     model = tiny_model()
     samples = mixed_samples()

@@ -6,7 +6,7 @@ import time
 import pytest
 from hostile import FAST, KIT, SIMPLE, assert_bounded, env_source
 
-from spade_mini.memory import env_title
+from spade_mini.designer import env_title
 from spade_mini.sandbox import (MAX_AST_DEPTH, MAX_SOURCE_CHARS, STAGES, EnvLoadError,
                                 SandboxedEnv, SandboxError, SourceError, parse_source,
                                 start_envs, validate_env)

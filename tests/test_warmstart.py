@@ -8,7 +8,7 @@ import torch
 from spade_mini import warmstart as W
 from spade_mini.config import Config
 from spade_mini.envs import EXAMPLES, HELDOUT
-from spade_mini.model import load_policy
+from spade_mini.policy import load_policy
 
 
 @pytest.fixture(autouse=True)

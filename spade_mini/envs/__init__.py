@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENV_DIR = Path(__file__).parent
+MAX_TURNS = 25  # the contract's turn cap: no episode, generated or bundled, plays more (the reference's)
+# The checks of the contract, in the order sandbox/validate.py runs them; "valid": all passed.
+STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "valid")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-import itertools, random
+import itertools
+import random
 
 
 class KnapsackEnv:

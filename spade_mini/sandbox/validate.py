@@ -17,12 +17,12 @@ import ast
 import time
 from dataclasses import dataclass, field
 
+from spade_mini.envs import STAGES  # noqa: F401  (the contract's stages, this package's API)
 from spade_mini.sandbox.env import SandboxedEnv
 from spade_mini.sandbox.limits import EnvLoadError, SandboxError, SandboxLimits
 from spade_mini.sandbox.source import SourceError, imported_modules, parse_source
 from spade_mini.sandbox.worker import ALLOWED_IMPORTS
 
-STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "valid")
 PROBE_ACTIONS = ("\\boxed{1}", "\\boxed{test}", "\\boxed{42}", "",
                  '<tool_call>{"name": "probe", "arguments": {}}</tool_call>')
 JUNK_ACTIONS = ("\\boxed{test}", "", PROBE_ACTIONS[-1])  # replies no task should reward

@@ -2,10 +2,10 @@
 completions, mixed samplings, chunk boundaries, and models that post-process their logits."""
 import pytest
 import torch
-from transformers import Gemma2Config, Gemma2ForCausalLM, GraniteConfig, GraniteForCausalLM, LlamaConfig, LlamaForCausalLM
+from transformers import (Gemma2Config, Gemma2ForCausalLM, GraniteConfig, GraniteForCausalLM, LlamaConfig,
+                          LlamaForCausalLM)
 
-from spade_mini import scoring
-from spade_mini.scoring import PLAIN, Sampling, left_pad, sampled_logprobs, token_logprobs
+from spade_mini.policy import PLAIN, Sampling, left_pad, logprobs, sampled_logprobs, token_logprobs
 
 V = 97
 TRUNCATED = Sampling(temperature=0.6, top_k=20, top_p=0.95)
@@ -67,7 +67,7 @@ def assert_same(model, prompts, completions, samplings, micro_batch=8):
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(scoring, "LOGIT_CHUNK_ELEMENTS", 3 * V)  # 3 positions a chunk: many boundaries
+    monkeypatch.setattr(logprobs, "LOGIT_CHUNK_ELEMENTS", 3 * V)  # 3 positions a chunk: many boundaries
 
 
 def llama(tied=True):

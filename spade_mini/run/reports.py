@@ -25,7 +25,7 @@ def sample_rows(iteration: int, designs, episodes, scores) -> list[dict]:
     for e in episodes:
         rows.append({"iteration": iteration, "kind": "episode", "env": e.job.design_id,
                      "arm": e.job.arm, "seed": e.job.seed, "return": e.ret, "turns": len(e.turns),
-                     "hinted": e.hinted, "crashed": e.crashed,
+                     "hint_shown": e.hint_shown, "crashed": e.crashed,
                      "end": e.end_reason, "transcript": e.transcript()[:TRANSCRIPT_CHARS]})
     return rows
 

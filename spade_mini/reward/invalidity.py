@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spade_mini.envs import STAGES
+
 INVALID_POLICIES = ("graded", "constant", "drop")
 
 # How far an invalid design got, lowest first: no code block (or a copy of a known environment,
 # which teaches nothing new), does not parse, no single Env class or a forbidden import, load or
 # __init__ fails, reset fails or is not deterministic, step fails or returns bad types, the probe
 # episode crashes or never ends, and, for a design that validated, a crash during real play.
-INVALID_STAGES = ("no_code", "syntax", "structure", "load", "reset", "step", "episode", "play")
+INVALID_STAGES = ("no_code", *STAGES[:-1], "play")  # STAGES: envs/__init__.py, less "valid"
 STAGE_LEVEL = {**{stage: level for level, stage in enumerate(INVALID_STAGES)}, "duplicate": 0}
 
 

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from spade_mini import intervals as iv
-from spade_mini.evaluate import SUITES, TIERS
+from spade_mini.evaluation import intervals as iv
+from spade_mini.evaluation.benchmarks import SUITES, TIERS
 
 LOWER_IS_BETTER = {"invalid_action"}
 
@@ -152,7 +152,7 @@ def iteration_of(model: str) -> int | None:
 
 
 def write_results(out_dir: Path, cfg, st, models: list[str], scores, skipped: dict[str, str]) -> dict:
-    from spade_mini import plots
+    from spade_mini.evaluation import plots
     out_dir.mkdir(parents=True, exist_ok=True)
     reference = "base" if "base" in models else models[0]
     metrics, comparisons, powers = summarize(scores), compare(scores, reference), power(scores, reference)

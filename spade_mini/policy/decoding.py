@@ -12,12 +12,11 @@ loop instead of Hugging Face `generate`, for two savings that `generate` cannot 
 Reuse is exact: keys and values of a token prefix depend only on those tokens and the weights,
 so matching tokens (never assuming the chat template re-renders a turn the same way) and
 `ChatCache` refusing entries made under other weights or another adapter are enough.
-Sampling draws from exactly the distribution `scoring.sampled_logprobs` scores
+Sampling draws from exactly the distribution `logprobs.sampled_logprobs` takes log-probs under
 (temperature, then top-k, then top-p); greedy is the argmax, as in `generate`.
 
-Shapes: B rows, R cached positions, S prompt positions still to prefill, V vocabulary, h key/value
-heads, d head size. Omitted: paged attention and continuous batching (transformers'
-`generate_batch`; measured slower on CPU, see bench/bench_lockstep.py), models with sliding-window
+Shapes (legend: spade_mini/__init__.py): B, R, S, V, h, d. Omitted: paged attention and continuous batching (transformers'
+`generate_batch`; slower on CPU, bench/RESULTS.md), models with sliding-window
 layers (they decode here without reuse), and beam search.
 """
 from __future__ import annotations
@@ -29,7 +28,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from spade_mini.scoring import Sampling, sampler_logits
+from spade_mini.policy.logprobs import Sampling, sampler_logits
 
 
 @dataclass
@@ -168,7 +167,7 @@ class RoomyLayer(DynamicLayer):
 
 def draw(logits: torch.Tensor, sampling: Sampling | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(tokens (b,), their log-probs (b,)) from next-token logits (b, V): the argmax when
-    sampling is None (greedy, scored as PLAIN), else a sample from softmax(logits / T) cut to
+    sampling is None (greedy: log-probs under PLAIN), else a sample from softmax(logits / T) cut to
     the top-k, then top-p support."""
     if sampling is None:
         z = logits.float()  # (b, V)

@@ -171,14 +171,14 @@ def regret_reward(pairs: Sequence[tuple[float, float]], estimator: str = "debias
 
 
 def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: float,
-                    lp: float | None = None, regret_term: float | None = None) -> float:
+                    potential: float | None = None, regret_term: float | None = None) -> float:
     """The designer's raw reward for one valid environment.
 
     regret:             `regret_term` when given (see regret_reward), else max(0, regret) (the
                         public reference's "regret_based" reward).
     blend:              0.6 * plateau(solve rate) + 0.4 * clip(regret / 0.15, 0, 1), the paper.
     solve_rate:         plateau(solve rate), the ablation without the hint signal.
-    learning_potential: the given `lp` (see LearningPotential), the other ablation.
+    learning_potential: the given `potential` (see LearningPotential), the other ablation.
     regret None (no hint, so nothing measured) contributes 0 to `regret` and `blend`.
     """
     if kind == "regret":
@@ -191,9 +191,9 @@ def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: floa
     if kind == "solve_rate":
         return plateau(no_hint_solve_rate)
     if kind == "learning_potential":
-        if lp is None:
-            raise ValueError("designer reward 'learning_potential' needs lp=")
-        return float(lp)
+        if potential is None:
+            raise ValueError("designer reward 'learning_potential' needs potential=")
+        return float(potential)
     raise ValueError(f"unknown designer reward {kind!r}; use one of {DESIGNER_REWARD_KINDS}")
 
 
@@ -214,18 +214,18 @@ class DesignScore:
 
 
 def score_design(kind: str, no_hint: Sequence[float], pairs: Sequence[tuple[float, float]], *,
-                 lp: float | None = None, estimator: str = "debiased") -> DesignScore:
+                 potential: float | None = None, estimator: str = "debiased") -> DesignScore:
     """Score one environment: `no_hint` holds every usable no-hint return (solve rate, learning
     potential), `pairs` the (no-hint, hint) returns of the seeds played with a hint in both arms
     (regret). No pairs means no hint was shown: no regret, and a stated note."""
     rate = solve_rate(no_hint)
     if not pairs:
-        reward = designer_reward(kind, regret=None, no_hint_solve_rate=rate, lp=lp)
+        reward = designer_reward(kind, regret=None, no_hint_solve_rate=rate, potential=potential)
         return DesignScore(rate, None, None, reward, NO_HINT)
     alone, helped = [a for a, _ in pairs], [h for _, h in pairs]
     regret = hint_regret(alone, helped)
     term = regret_reward(pairs, estimator)
-    reward = designer_reward(kind, regret=regret, no_hint_solve_rate=rate, lp=lp, regret_term=term)
+    reward = designer_reward(kind, regret=regret, no_hint_solve_rate=rate, potential=potential, regret_term=term)
     return DesignScore(rate, solve_rate(helped), regret, reward)
 
 

@@ -2,18 +2,17 @@
 
 `Sampling` says how tokens were drawn (temperature, then top-k, then top-p, as transformers
 applies them); `sampled_logprobs` is log pi(token) under exactly that distribution, and
-`token_logprobs` scores the completion tokens of a batch of (prompt, completion) pairs with it.
-Scoring each sample with the Sampling that drew it is what makes the update on-policy.
+`token_logprobs` gives the log-probs of the completion tokens of a batch of (prompt, completion) pairs with it.
+Taking each sample's log-probs under the Sampling that drew it is what makes the update on-policy.
 
 Memory is bounded: the (B, C, V) logits of a micro-batch are never held at once. One forward
 gives the final hidden states (B, T, H); the output head is applied to at most
 LOGIT_CHUNK_ELEMENTS / V positions at a time, and in the backward pass each chunk's logits are
 recomputed from its hidden states (activation checkpointing), so the peak is one chunk's
 (n, V) tensors instead of (B, C, V) several times over: at V = 151,936 (Qwen3) one 4096-token
-completion's fp32 log-softmax alone is 2.5 GB. Positions of padding are never scored.
+completion's fp32 log-softmax alone is 2.5 GB. Padding positions get no log-prob.
 
-Shapes: B sequences, T tokens, C completion tokens kept for scoring, H hidden size,
-V vocabulary, N scored positions, n positions of one chunk, L tokens of one completion.
+Shapes (legend: spade_mini/__init__.py): B, T, C, H, V, N, n, L, k.
 Omitted: fused kernels (Liger's fused linear cross-entropy does the same thing in Triton).
 """
 from __future__ import annotations
@@ -30,13 +29,13 @@ LOGIT_CHUNK_ELEMENTS = 2**24  # logits held at once: 64 MB in fp32, 110 position
 class Sampling:
     """How tokens were drawn: softmax(logits / temperature), cut to the top_k most likely tokens
     (0: no cut), then to the smallest set holding top_p of the probability (1.0: no cut).
-    Scoring a sample with the same settings is what makes the update on-policy."""
+    Log-probs under the same settings are what makes the update on-policy."""
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
 
 
-PLAIN = Sampling()  # the untruncated softmax: supervised targets are scored with it
+PLAIN = Sampling()  # the untruncated softmax: supervised targets' log-probs use it
 
 
 def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,7 +65,7 @@ def token_logprobs(model, prompts: list[list[int]], completions: list[list[int]]
         ps, cs = prompts[start:start + micro_batch], completions[start:start + micro_batch]
         ss = samplings[start:start + micro_batch]
         C = max(len(c) for c in cs)
-        if C == 0:  # nothing to score
+        if C == 0:  # no completion tokens
             out.extend(torch.zeros(0, device=device) for _ in cs)
             continue
         ids, mask = left_pad([p + c for p, c in zip(ps, cs)], pad_id, device)  # (B, T), (B, T)
@@ -77,13 +76,13 @@ def token_logprobs(model, prompts: list[list[int]], completions: list[list[int]]
         hidden = hidden[:, T - C - 1:T - 1]  # (B, C, H): position j predicts token j + 1
         targets = ids[:, T - C:]  # (B, C)
         lengths = torch.tensor([len(c) for c in cs], device=device)  # (B,)
-        scored = torch.arange(C, device=device) >= (C - lengths)[:, None]  # (B, C) completion positions
+        kept = torch.arange(C, device=device) >= (C - lengths)[:, None]  # (B, C) completion positions
         rows: list[torch.Tensor | None] = [None] * len(cs)
         for sampling in dict.fromkeys(ss):  # each distinct Sampling once, in order
             group = [i for i, s in enumerate(ss) if s == sampling]
-            keep = scored[group]  # (b, C)
-            lp = chunked_logprobs(head, hidden[group][keep], targets[group][keep], sampling, chunk)  # (N,)
-            for i, part in zip(group, lp.split([len(cs[i]) for i in group])):
+            keep = kept[group]  # (b, C)
+            logp = chunked_logprobs(head, hidden[group][keep], targets[group][keep], sampling, chunk)  # (N,)
+            for i, part in zip(group, logp.split([len(cs[i]) for i in group])):
                 rows[i] = part  # row-major selection: row i's L positions, in order
         out.extend(rows)
     return out
@@ -140,7 +139,7 @@ def chunked_logprobs(head: Head, hidden: torch.Tensor, targets: torch.Tensor, sa
     the forward pass (FrozenHeadLogprobs); any other head recomputes each chunk's logits in the
     backward pass (activation checkpointing). Either way no chunk's logits are kept."""
     if len(targets) == 0:
-        return hidden.sum(-1)  # (0,): nothing to score, still part of the graph
+        return hidden.sum(-1)  # (0,): no positions, still part of the graph
     parts = []
     for a in range(0, len(targets), n):
         h, t = hidden[a:a + n], targets[a:a + n]  # (n, H), (n,)
@@ -194,7 +193,7 @@ class FrozenHeadLogprobs(torch.autograd.Function):
 def sampler_logits(logits: torch.Tensor, sampling: Sampling, keep: torch.Tensor | None = None) -> torch.Tensor:
     """(L, V) float32 logits of the sampler `sampling` describes: logits (L, V) / temperature,
     -inf outside its top-k / top-p support; the tokens `keep` (L,) stay in it whatever rounding
-    says (a scored token was drawn, so it was inside)."""
+    says (a token that has a log-prob here was drawn, so it was inside)."""
     z = logits.float()  # (L, V)
     z = z / sampling.temperature if sampling.temperature != 1.0 else z  # (L, V)
     if sampling.top_k or sampling.top_p < 1.0:
@@ -210,8 +209,8 @@ def sampled_logprobs(logits: torch.Tensor, targets: torch.Tensor, sampling: Samp
     softmax(logits / temperature) restricted to its top-k / top-p support and renormalised.
 
     This is exactly the distribution `generate` draws from (transformers applies temperature,
-    then top-k, then top-p), so scoring here is on-policy: the probability ratio between sampler
-    and scorer is 1 up to float rounding. The support is treated as fixed (it changes only in
+    then top-k, then top-p), so these log-probs are on-policy: the probability ratio between the
+    sampler and them is 1 up to float rounding. The support is treated as fixed (it changes only in
     steps, so it has no gradient), and the drawn token is always inside it, which guards against
     rounding differences between the cached forward of `generate` and this full forward.
     """

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # for annotations only
-    from spade_mini.corpus import Document
-    from spade_mini.designer import Skill
+from spade_mini.designer.skills import Skill
+from spade_mini.envs import MAX_TURNS
 
-MAX_TURNS = 25  # turn cap of every episode (the reference's)
+if TYPE_CHECKING:  # for annotations only
+    from spade_mini.designer.corpus import Document
 
 SYSTEM = "You write Python training environments for an agent. Reply with one ```python block."
 

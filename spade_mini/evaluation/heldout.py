@@ -16,9 +16,8 @@ import re
 
 from tqdm import tqdm
 
-from spade_mini.agent import Job, last_boxed, play_episodes
-from spade_mini.benchmarks import Item
-from spade_mini.sandbox import SandboxLimits
+from spade_mini.agent import Job, last_boxed, play_episodes, play_settings
+from spade_mini.evaluation.benchmarks import Item
 
 # The held-out games at an easy level: class attributes set below the class (same code, smaller
 # numbers). Tool-use environments get TOOL_USE_EASY: a wrong answer does not end the episode.
@@ -62,12 +61,8 @@ def play_heldout(policy, cfg, items: list[Item], arms, temperature: float, desc:
         jobs = [Job(it.data["env"].source, it.data["seed"], arm,
                     hints[it.data["env"].name] if arm == "hint" else None, it.id) for it, arm in group]
         bar = tqdm(total=cfg.max_turns, desc=f"{desc} {setting}", unit="turn")
-        episodes = play_episodes(policy, jobs, max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
-                                 max_context_tokens=cfg.max_context_tokens,
-                                 limits=SandboxLimits(call_timeout_s=cfg.step_timeout_s),
-                                 return_mode=cfg.return_mode, crash_reward=cfg.crash_reward,
-                                 temperature=temperature, on_turn=lambda turn, live: bar.update(1),
-                                 template=cfg.agent_template)
+        episodes = play_episodes(policy, jobs, **play_settings(cfg), temperature=temperature,
+                                 on_turn=lambda turn, live: bar.update(1))
         bar.close()
         out += [(it, arm, ep) for (it, arm), ep in zip(group, episodes)]
     return out

@@ -13,7 +13,7 @@ exported from a run (spade_mini/export.py) exactly as held-out ones are played, 
 level in both tiers (full adds the hint arm).
 
 Pairing: the items of each (suite, tier) are built once, before any model plays (`Plan`), and
-every model is scored on exactly those items and seeds, so eval_report.py can compare models
+every model is scored on exactly those items and seeds, so report.py can compare models
 item by item. `budget_minutes` sizes n per (suite, tier) from the seconds per item the first
 model takes on a short probe (its scores are discarded).
 Omitted: pass@k for k > 1, BFCL multi-turn, and sampling seeds shared across models (eval
@@ -31,14 +31,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from spade_mini import benchmarks as bm
-from spade_mini import heldout
-from spade_mini.model import acting_as
+from spade_mini.evaluation import benchmarks as bm, heldout
+from spade_mini.evaluation.benchmarks import GENERATED, PLAYED, SUITES, TIERS
+from spade_mini.evaluation.report import print_power, write_results
+from spade_mini.policy import acting_as
 
-SUITES = ("heldout", "reasoning_gym", "humaneval", "bfcl")
-GENERATED = "generated"  # not a default suite: it needs a suite folder (EvalSettings.suite_dir)
-PLAYED = ("heldout", GENERATED)  # the suites of environments the agent plays
-TIERS = bm.TIERS
 SIZE_FIELDS = {"heldout": "heldout_seeds", "reasoning_gym": "rg_items", "humaneval": "humaneval_items",
                "bfcl": "bfcl_items", GENERATED: "heldout_seeds"}
 MAX_BUDGET_ITEMS = 2000  # n that --budget-minutes may choose for one (suite, tier), at most
@@ -213,7 +210,6 @@ def evaluate(policy, cfg, st: EvalSettings, plans: list[Plan], model: str) -> li
 
 def run_all(cfg, st: EvalSettings, specs, out_dir: Path, load=None) -> dict:
     """Plan once, then score every model on the same plans; write the results."""
-    from spade_mini.eval_report import print_power, write_results
     load = load or load_model
     scores: list[ItemScore] = []
     skipped: dict[str, str] = {}
@@ -242,7 +238,7 @@ def load_model(cfg, checkpoint: str | None):
     """The base policy from `cfg`, or a checkpoint loaded into a policy built from its run's
     config.json (device and cache from `cfg`)."""
     from spade_mini.config import Config
-    from spade_mini.model import load_policy, load_trainable
+    from spade_mini.policy import load_policy, load_trainable
     if checkpoint is None:
         return load_policy(cfg)
     run_cfg = Path(checkpoint).parent / "config.json"

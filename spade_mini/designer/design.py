@@ -1,4 +1,4 @@
-"""The designer role: skills, code extraction, hints, and one batched design (prompts: prompts.py).
+"""The designer role: code extraction, hints, and one batched design of an iteration.
 
 SPADE's designer writes a whole environment as Python source for a target skill, grounded on a
 corpus document and shown its memory of earlier environments (the chats are in prompts.py). This
@@ -17,81 +17,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spade_mini.corpus import Corpus
-from spade_mini.memory import EnvRecord, Memory, env_title
-from spade_mini.novelty import fingerprint, known_fingerprints
-from spade_mini.prompts import GAME_EXAMPLE, MAX_TURNS, TOOL_EXAMPLE, designer_prompt, hint_prompt
+from spade_mini.config import DEFAULTS
+from spade_mini.designer.corpus import Corpus
+from spade_mini.designer.memory import EnvRecord, Memory, env_title
+from spade_mini.designer.novelty import fingerprint, known_fingerprints
+from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, hint_prompt
+from spade_mini.designer.skills import Skill
+from spade_mini.envs import MAX_TURNS
 
-if TYPE_CHECKING:  # for annotations only: model.py imports torch, sandbox.py may be absent
-    from spade_mini.model import Completion
+if TYPE_CHECKING:  # for annotations only: the policy imports torch
+    from spade_mini.policy import Completion
     from spade_mini.sandbox import SandboxLimits, Validation
 
 NO_CLASS = "no environment class in the reply"
-
-
-@dataclass(frozen=True)
-class Skill:
-    setting: str  # "games" | "tool_use"
-    key: str  # e.g. "logical_deduction"
-    name: str  # e.g. "Logical Deduction"
-    description: str
-
-
-def _skills(setting: str, rows: list[tuple[str, str]]) -> tuple[Skill, ...]:
-    return tuple(Skill(setting, key, key.replace("_", " ").title().replace("Api", "API"), desc) for key, desc in rows)
-
-
-SKILLS: dict[str, tuple[Skill, ...]] = {
-    "games": _skills("games", [
-        ("pattern_recognition", "identifying patterns in sequences, numbers, or text"),
-        ("logical_deduction", "drawing conclusions from given premises and rules"),
-        ("strategic_planning", "multi-step planning and resource management"),
-        ("mathematical_reasoning", "solving mathematical problems and equations"),
-        ("spatial_reasoning", "understanding spatial relationships and mental rotation"),
-        ("causal_inference", "understanding cause-effect relationships"),
-        ("memory_recall", "remembering and using information from earlier turns"),
-        ("optimization", "finding optimal solutions under constraints"),
-        ("language_understanding", "understanding and manipulating language")]),
-    "tool_use": _skills("tool_use", [
-        ("api_orchestration", "chaining several state-changing API calls toward one goal"),
-        ("data_retrieval", "querying for the needed data first, then acting on it"),
-        ("state_modification", "making dependent changes whose final state is checked"),
-        ("error_recovery", "noticing failed calls and recovering, e.g. by retrying or fixing arguments"),
-        ("tool_selection", "choosing the right tool among similar alternatives"),
-        ("multi_step_workflows", "completing ordered steps where each depends on the last")]),
-}
-
-
-class SkillError(ValueError):
-    """An unknown setting or skill key; the message lists the valid ones."""
-
-
-def skills_for(setting: str, active: list[str] | None = None) -> list[Skill]:
-    """The skills of a setting ("games", "tool_use" or "mix"), optionally only the `active` keys."""
-    if setting == "mix":  # interleave so a round robin alternates the two settings
-        games, tools = SKILLS["games"], SKILLS["tool_use"]
-        pool = [s for pair in zip(games, tools) for s in pair] + list(games[len(tools):])
-    elif setting in SKILLS:
-        pool = list(SKILLS[setting])
-    else:
-        raise SkillError(f"Unknown setting {setting!r}; use games, tool_use or mix.")
-    if not active:
-        return pool
-    by_key = {s.key: s for s in pool}
-    unknown = [key for key in active if key not in by_key]
-    if unknown:
-        raise SkillError(f"Unknown skill(s) {', '.join(unknown)} for setting {setting}; "
-                         f"choose from: {', '.join(by_key)}.")
-    return [by_key[key] for key in active]
-
-
-def skill_schedule(skills: list[Skill], iteration: int, n: int, group: int = 1) -> list[Skill]:
-    """`n` skills for this iteration, round robin over `skills`; each repeated `group` times in a
-    row so the per-skill baseline of the designer reward has more than one design to average."""
-    slots = -(-n // group)  # distinct skills this iteration
-    start = iteration * slots
-    picked = [skills[(start + i) % len(skills)] for i in range(slots)]
-    return [skill for skill in picked for _ in range(group)][:n]
 
 
 _PY_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
@@ -112,12 +50,12 @@ def extract_code(text: str) -> str | None:
 
 
 def generate_hints(policy, sources: list[str], settings: list[str], max_new_tokens: int,
-                   temperature: float = 0.3) -> list[str]:
+                   temperature: float = DEFAULTS.hint_temperature) -> list[str]:
     """One hint per environment source, in ONE batched call (hint tokens are never trained)."""
     if not sources:
         return []
     chats = [hint_prompt(src, setting) for src, setting in zip(sources, settings, strict=True)]
-    from spade_mini.model import acting_as
+    from spade_mini.policy import acting_as
     with acting_as(policy, "designer"):  # reading environment code is the designer's side
         completions = policy.generate(chats, max_new_tokens, temperature=temperature)
     return [re.sub(r"^\s*hint\s*:\s*", "", c.text.strip(), flags=re.I) for c in completions]
@@ -144,12 +82,13 @@ class Design:
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,
                         rng: random.Random, *, max_new_tokens: int, temperature: float,
                         iteration: int, limits: SandboxLimits | None = None, retries: int = 0,
-                        workers: int = 2, references: int = 2, first_slot: int = 0) -> list[Design]:
+                        workers: int = 2, references: int = DEFAULTS.memory_references,
+                        first_slot: int = 0) -> list[Design]:
     """One design per entry of `skills`; invalid slots are re-generated up to `retries` times
     with a fresh document, and the last attempt of each slot is returned. A design that copies
     a known environment (novelty.py) is invalid with reason `duplicate`. Design ids number the
     slots from `first_slot` (a data-parallel rank designs a block of the iteration's slots)."""
-    from spade_mini.model import acting_as
+    from spade_mini.policy import acting_as
     known = known_fingerprints(_known_sources(memory))
     designs: list[Design | None] = [None] * len(skills)
     pending = list(range(len(skills)))

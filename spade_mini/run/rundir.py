@@ -15,6 +15,8 @@ In a data-parallel run rank 0 writes all of it, from records every rank sends (`
 """
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import os
 import pickle
@@ -24,25 +26,42 @@ from pathlib import Path
 
 import torch
 
-from spade_mini.model import load_trainable, save_trainable
+from spade_mini.policy import load_trainable, save_trainable
+from spade_mini.reward import LearningPotential
 
 STATE_FILE = "state.pt"
 
 
-def env_file(source: str, stats: dict) -> str:
+def env_file_text(source: str, stats: dict) -> str:
     """An environment's file: its stats as a comment header (one line each), then its source."""
     header = "".join(f"# {k}: {' '.join(str(v).splitlines())}\n" for k, v in stats.items())
     return header + "\n" + source
 
 
+def read_env_file(path: Path) -> tuple[dict[str, str], str]:
+    """The inverse of `env_file_text`: the `# key: value` header lines above an environment's
+    source, and the source below them and their blank line."""
+    stats = {}
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    end = len(lines)
+    for i, line in enumerate(lines):
+        if not line.startswith("# ") or ": " not in line:
+            end = i
+            break
+        key, _, value = line[2:].partition(": ")
+        stats[key.strip()] = value.strip()
+    body = lines[end:]
+    return stats, "".join(body[1:] if body and not body[0].strip() else body)
+
+
 def iteration_records(iteration: int, designs, episodes, scores) -> tuple[list[dict], list[tuple[str, str]]]:
     """What one iteration writes besides its metrics row: its sample rows, and one (id, file
     text) per design. Small plain records, so that ranks can gather them."""
-    from spade_mini.reports import sample_rows
+    from spade_mini.run.reports import sample_rows
     envs = []
     for d in designs:
         s = scores.get(d.id)
-        envs.append((d.id, env_file(d.source or f'"""no code: {d.reasons}"""\n', {
+        envs.append((d.id, env_file_text(d.source or f'"""no code: {d.reasons}"""\n', {
             "skill": d.skill.key, "valid": d.valid, "reasons": "; ".join(d.reasons) or "-",
             "no_hint_solve_rate": s and s.no_hint_solve_rate,
             "hint_solve_rate": s and s.hint_solve_rate, "regret": s and s.regret,
@@ -105,20 +124,22 @@ class RunDir:
             self._write_env_file(env_id, text)
 
     def write_env(self, env_id: str, source: str, stats: dict) -> None:
-        self._write_env_file(env_id, env_file(source, stats))
+        self._write_env_file(env_id, env_file_text(source, stats))
 
     def _write_env_file(self, env_id: str, text: str) -> None:
         (self.path / "envs" / f"{env_id}.py").write_text(text, encoding="utf-8")
 
     # --- checkpoints -------------------------------------------------------------------------
-    def save_checkpoint(self, iteration: int, policy, optimizer, memory, extra: dict) -> Path:
+    def save_checkpoint(self, iteration: int, policy, optimizer, memory, potential: LearningPotential,
+                        streams: list[dict]) -> Path:
+        """Write checkpoint-<iteration>: the trainable weights, and in state.pt plain data only
+        (the optimizer, the learning potential's averages, every rank's random streams)."""
         final = self.path / f"checkpoint-{iteration}"
         tmp = self.path / f".checkpoint-{iteration}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         save_trainable(policy, tmp)
         state = {"iteration": iteration, "optimizer": optimizer.state_dict(),
-                 "torch_rng": torch.get_rng_state(), "extra": pickle.dumps(extra),
-                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+                 "potential": dataclasses.asdict(potential), "streams": streams}
         torch.save(state, tmp / STATE_FILE)
         if memory is not None:
             memory.save(tmp / "memory.jsonl")
@@ -131,12 +152,29 @@ class RunDir:
         done = [p for p in self.path.glob("checkpoint-*") if (p / STATE_FILE).is_file()]
         return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
 
-    def load_checkpoint(self, folder: Path, policy, optimizer) -> tuple[int, dict]:
+    def load_checkpoint(self, folder: Path, policy, optimizer) -> tuple[int, LearningPotential, list[dict]]:
+        """Load the weights and optimizer; return the iteration, the learning potential and the
+        random streams (one per rank) for the caller to restore."""
         load_trainable(policy, folder)
         state = torch.load(folder / STATE_FILE, weights_only=False)
         optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
-        if state["cuda_rng"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-        return state["iteration"], pickle.loads(state["extra"])
+        if "extra" in state:  # written before the package had folders
+            return state["iteration"], *_old_layout_state(state)
+        return state["iteration"], LearningPotential(**state["potential"]), state["streams"]
 
+
+class _OldLayoutUnpickler(pickle.Unpickler):
+    """Reads objects pickled by module path when learning_potential.py sat at the package's top."""
+
+    def find_class(self, module: str, name: str):
+        moved = {"spade_mini.learning_potential": "spade_mini.reward.learning_potential"}
+        return super().find_class(moved.get(module, module), name)
+
+
+def _old_layout_state(state: dict) -> tuple[LearningPotential, list[dict]]:
+    """The learning potential and random streams of a checkpoint written before the package had
+    folders: a pickled {"lp", "streams"} (or, older, {"lp", "rng"} of one process), whose torch
+    stream was stored beside it."""
+    extra = _OldLayoutUnpickler(io.BytesIO(state["extra"])).load()
+    streams = extra.get("streams") or [{"python": extra["rng"], "torch": state["torch_rng"], "cuda": None}]
+    return extra["lp"], streams

@@ -12,6 +12,8 @@ import html
 import json
 from pathlib import Path
 
+from spade_mini.run import read_env_file
+
 GROUPS = {  # file name -> (title, metric keys)
     "valid_fraction": ("valid designs", ["valid_fraction"]),
     "returns": ("agent return", ["no_hint_return", "hint_return"]),
@@ -65,24 +67,8 @@ def plot_metrics(rows: list[dict], out: Path) -> list[Path]:
     return written
 
 
-def env_file(path: Path) -> tuple[dict[str, str], str]:
-    """The `# key: value` header lines that train.py writes above each environment's source
-    (rundir.env_file), and the source below them and their blank line."""
-    stats = {}
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
-    end = len(lines)
-    for i, line in enumerate(lines):
-        if not line.startswith("# ") or ": " not in line:
-            end = i
-            break
-        key, _, value = line[2:].partition(": ")
-        stats[key.strip()] = value.strip()
-    body = lines[end:]
-    return stats, "".join(body[1:] if body and not body[0].strip() else body)
-
-
 def env_stats(path: Path) -> dict[str, str]:
-    return env_file(path)[0]
+    return read_env_file(path)[0]
 
 
 def _num(v: str) -> float:

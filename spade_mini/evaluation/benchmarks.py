@@ -45,6 +45,9 @@ RG_EASY = {
 }
 EASY_BOX_INSTRUCTION = "Put your final answer within \\boxed{}."
 TIERS = ("full", "easy")
+SUITES = ("heldout", "reasoning_gym", "humaneval", "bfcl")  # the default suites of eval.py
+GENERATED = "generated"  # not a default suite: it needs a suite folder (EvalSettings.suite_dir)
+PLAYED = ("heldout", GENERATED)  # the suites of environments the agent plays
 
 
 class MissingBenchmark(RuntimeError):

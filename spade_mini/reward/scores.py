@@ -1,0 +1,48 @@
+"""What the plays of one iteration say: a score per environment, and what the agent trains on.
+
+`score_playables` matches the two arms of every seed and applies the rules that keep regret
+honest before `regret.score_design` does the arithmetic. It reads played episodes (agent.py's
+`Episode`) by their fields only, so this module imports neither the agent nor the sandbox.
+Omitted on purpose: scoring a design from fewer than all of its seeds' arms.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from spade_mini.reward.learning_potential import LearningPotential
+from spade_mini.reward.regret import DesignScore, score_design
+
+
+def score_playables(playables: list, episodes: list, cfg, potential: LearningPotential
+                    ) -> tuple[dict, list]:
+    """Per environment its DesignScore, and the no-hint episodes the agent trains on.
+
+    Seeds are matched across the arms. A seed whose reset failed in either arm is left out of
+    both (and of the agent's baseline): nothing was played. An episode whose environment crashed
+    in step() trains nobody, and the crash makes its design count as invalid: a crash must never
+    open a gap between the arms. Learning potential scores each design against the skill's
+    averages from BEFORE this iteration; the caller then moves each skill's averages once, on
+    the whole batch's returns (`LearningPotential.update_many`; in a data-parallel run the
+    returns of every rank).
+    """
+    scores, trained = {}, []
+    for p in playables:
+        eps = [e for e in episodes if e.job.design_id == p.id]
+        hint_arm = {e.job.seed: e for e in eps if e.job.arm == "hint"}
+        failed_seeds = {e.job.seed for e in eps if e.crashed == "reset"}
+        alone = [e for e in eps if e.job.arm == "no_hint" and e.job.seed not in failed_seeds]
+        usable = [e for e in alone if e.crashed is None]
+        crash = next((e.end_reason for e in eps if e.crashed == "step"), None)
+        pairs = [(e.ret, hint_arm[e.job.seed].ret) for e in usable
+                 if e.job.seed in hint_arm and hint_arm[e.job.seed].hint_shown
+                 and hint_arm[e.job.seed].crashed is None]
+        no_hint = [e.ret for e in usable]
+        potential_value = (potential.score(p.skill, no_hint)
+                           if no_hint and cfg.designer_reward == "learning_potential" else None)
+        score = (score_design(cfg.designer_reward, no_hint, pairs, potential=potential_value, estimator=cfg.regret_estimator)
+                 if no_hint else DesignScore(0.0, None, None, 0.0))
+        failure = (f"crashed in play: {crash}" if crash else
+                   None if no_hint else "no episode could be played (every reset failed)")
+        scores[p.id] = dataclasses.replace(score, failure=failure)
+        trained += usable
+    return scores, trained
