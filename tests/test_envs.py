@@ -3,6 +3,7 @@
 Solutions are computed in-process by exec'ing the trusted source with the same seed; winning
 plays go through the sandbox, so these tests also pin the sandbox and the environments to the same
 contract. Losing plays run in-process because they are many and only test the environments.
+Validation plays every solution too (its solution stage).
 """
 import ast
 import importlib
@@ -14,6 +15,7 @@ from gymnasium.utils.env_checker import check_env
 
 from spade_mini.envs import EXAMPLES, HELDOUT, HandEnv
 from spade_mini.sandbox import SandboxedEnv, validate_env
+from spade_mini.sandbox.solution import NO_SOLUTION
 
 ALL = EXAMPLES + HELDOUT
 IDS = [env.name for env in ALL]
@@ -105,8 +107,9 @@ def test_contract_in_process(env):
 
 @pytest.mark.parametrize("env", ALL, ids=IDS)
 def test_validate_env_accepts(env):
-    validation = validate_env(env.source)
+    validation = validate_env(env.source, require_solution=True)
     assert validation.ok, validation.reasons
+    assert "solution" in validation.timings  # its solution won, and blind players lost
     assert validation.class_name and validation.class_name.endswith("Env")
     assert validation.has_hint
 
@@ -215,9 +218,11 @@ def test_solution_is_the_last_method_so_design_source_drops_it(env):
 
 @pytest.mark.parametrize("env", EXAMPLES, ids=[e.name for e in EXAMPLES])
 def test_design_source_is_a_valid_environment(env):
-    validation = validate_env(env.design_source)
+    validation = validate_env(env.design_source, require_solution=False)
     assert validation.ok, validation.reasons
     assert validation.has_hint
+    refused = validate_env(env.design_source)  # without its solution() it proves nothing
+    assert refused.stage == "solution" and refused.reasons == [NO_SOLUTION]
 
 
 @pytest.mark.parametrize("env", EXAMPLES, ids=[e.name for e in EXAMPLES])
