@@ -1,9 +1,11 @@
-"""Tests for the hand-written environments: contract, winnability, losing play, determinism.
+"""Tests for the hand-written environments: contract, winnability, losing play, determinism,
+honest hints.
 
 Solutions are computed in-process by exec'ing the trusted source with the same seed; winning
 plays go through the sandbox, so these tests also pin the sandbox and the environments to the same
 contract. Losing plays run in-process because they are many and only test the environments.
-Validation plays every solution too (its solution stage).
+Validation plays every solution too (its solution stage), and the leak check reads each hint
+with the solution of its episode, both from the sandbox (`solve`).
 """
 import ast
 import importlib
@@ -14,7 +16,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from spade_mini.envs import EXAMPLES, HELDOUT, HandEnv
-from spade_mini.sandbox import SandboxedEnv, validate_env
+from spade_mini.leaks import final_answer, leaked_answer
+from spade_mini.sandbox import SandboxedEnv, solve, validate_env
 from spade_mini.sandbox.solution import NO_SOLUTION
 
 ALL = EXAMPLES + HELDOUT
@@ -161,15 +164,24 @@ def test_random_play_rarely_wins(env):
     assert wins / episodes <= 0.2
 
 
+# code_breaker's honest hint names two codes, and states the answer of the episodes that have them
+OPENINGS = {"code_breaker": {"\\boxed{112}", "\\boxed{334}"}}
+
+
 @pytest.mark.parametrize("env", ALL, ids=IDS)
-def test_hint_does_not_give_the_final_answer(env):
-    game = make(env)
-    game.reset(3)
-    final = game.solution()[-1]
-    inner = final.split("{", 1)[-1].rsplit("}", 1)[0] if env.setting == "games" else final
-    for tag in ("<answer>", "</answer>"):
-        inner = inner.replace(tag, "")
-    assert len(inner) < 3 or inner.lower() not in game.hint().lower()
+def test_the_leak_check_passes_honest_hints_and_flags_stated_answers(env):
+    solved = solve(env.source, range(10), max_actions=MAX_TURNS)
+    for s in solved:
+        others = [o.actions for o in solved if o is not s]
+        opening = s.actions[-1] in OPENINGS.get(env.name, ())
+        for known in ((), others):
+            assert (leaked_answer(s.hint, s.actions, known) is not None) == opening, s
+        assert leaked_answer(f"Try {s.actions[-1]} now.", s.actions) == s.actions[-1].strip()
+        final = final_answer(s.actions)
+        if len(final) >= 2:
+            assert leaked_answer(f"{s.hint} It is {final}!", s.actions) == final.strip()
+    if env.name in OPENINGS:  # seeds 4 and 5 have the codes 112 and 334
+        assert {s.actions[-1] for s in solved} >= OPENINGS[env.name]
 
 
 @pytest.mark.parametrize("env", ALL, ids=IDS)
