@@ -77,6 +77,8 @@ class Config:
     """Paired seeds per valid environment (K): K no-hint and K hint episodes."""
     design_retries: int = 0
     """Extra attempts for invalid designs within an iteration."""
+    require_solution: bool = True
+    """Validation plays each design's solution() to a win on several seeds and checks that blind play loses; off: the checks without that stage (designs need no solution())."""
     hint_source: str = "policy"
     """'policy' (the policy reads the source and writes a hint) or 'env' (the environment's own hint())."""
     designer_reward: str = "regret"

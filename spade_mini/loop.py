@@ -1,7 +1,7 @@
 """One SPADE iteration, top to bottom: design -> validate -> hint -> play -> score -> update -> remember.
 
     designs  = N environments written by the policy in ONE batched call, each validated in the sandbox
-    hints    = one privileged hint per valid environment (the policy reads its source; or its hint())
+    hints    = a privileged hint per episode (the policy's, or the environment's hint()); leaky ones dropped
     episodes = K paired seeds per valid environment, in both arms (no-hint, hint), all in lockstep
     scores   = per environment: solve rates, regret = mean(hint) - mean(no-hint), designer reward
     update   = REINFORCE with a group-mean baseline on no-hint agent turns and designer completions
@@ -15,12 +15,13 @@ Under torchrun each process runs this same function on its share of the N slots;
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
 
 from spade_mini.agent import Job, play_episodes, play_settings
-from spade_mini.designer import design_environments, design_record, generate_hints, skill_schedule
+from spade_mini.designer import design_environments, design_record, episode_hints, generate_hints, skill_schedule
 from spade_mini.reinforce import Sample, role_token_counts, update
 from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages,
                                lowest_valid_reward, score_playables)
@@ -51,7 +52,6 @@ class Playable:
     setting: str
     source: str
     design: object | None = None   # the Design, when the designer wrote it
-    has_hint: bool = True          # defines hint() (every bundled environment does)
 
 
 def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, list, dict]:
@@ -79,38 +79,41 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
                                       max_new_tokens=cfg.design_max_new_tokens,
                                       temperature=cfg.temperature, iteration=it, limits=limits,
                                       retries=cfg.design_retries, references=cfg.memory_references,
-                                      first_slot=slots.start)
-        playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, d.validation.has_hint)
+                                      first_slot=slots.start, require_solution=cfg.require_solution)
+        playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d)
                      for d in designs if d.valid]
     times["design"] = time.time() - t
     valid_fraction = len(playables) / len(designs) if designs else 1.0
     say("hint", valid=valid_fraction)
 
-    # 2. hints: None asks each environment's own hint() inside the sandbox during play
+    # 2. hints: the policy writes one per environment, or each episode's own hint() is read; all
+    #    are read and checked against their episode's solution() outside the children that play
     t = time.time()
-    if cfg.hint_source == "policy":
-        hints = generate_hints(policy, [p.source for p in playables], [p.setting for p in playables],
-                               cfg.hint_max_new_tokens, temperature=cfg.hint_temperature)
-    else:
-        hints = [None] * len(playables)
+    written = (generate_hints(policy, [p.source for p in playables], [p.setting for p in playables],
+                              cfg.hint_max_new_tokens, temperature=cfg.hint_temperature)
+               if cfg.hint_source == "policy" else [None] * len(playables))
+    seeds = [[state.rng.randrange(2**31) for _ in range(cfg.plays_per_design)] for _ in playables]
+    hints = episode_hints([p.source for p in playables], seeds, written, limits=limits)
     times["hint"] = time.time() - t
 
     # 3. play K paired seeds per environment in both arms, all episodes in one lockstep batch;
-    #    an environment without a hint plays only the no-hint arm (its hint arm would be noise)
+    #    a seed without a hint (none written, or a leaky one) plays only the no-hint arm
     t = time.time()
     say("play", valid=valid_fraction)
     jobs = []
-    for p, hint in zip(playables, hints):
-        plays_hint_arm = bool(hint) or (hint is None and p.has_hint)
-        for seed in [state.rng.randrange(2**31) for _ in range(cfg.plays_per_design)]:
+    for p, env_seeds, env_hints in zip(playables, seeds, hints):
+        for seed, hint in zip(env_seeds, env_hints.hints):
             jobs.append(Job(p.source, seed, "no_hint", None, p.id))
-            if plays_hint_arm:
+            if hint is not None:
                 jobs.append(Job(p.source, seed, "hint", hint, p.id))
     episodes = play_episodes(policy, jobs, **play_settings(cfg))
     times["play"] = time.time() - t
 
     # 4. score: regret per environment over paired seeds, then the designer reward
     scores, trained = score_playables(playables, episodes, cfg, state.potential)
+    for p, env_hints in zip(playables, hints):  # say why a design played no hint arm
+        if env_hints.leak or env_hints.failure:
+            scores[p.id] = dataclasses.replace(scores[p.id], note=env_hints.leak or env_hints.failure)
     #    then each skill's learning-potential averages move once, on every rank's returns
     skill_of = {p.id: p.skill for p in playables}
     state.potential.update_many(distributed.gather_concat([(skill_of[e.job.design_id], e.ret) for e in trained])[0])
@@ -163,6 +166,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "no_hint": [e.ret for e in trained],
         "hint": [e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None],
         "regret": [s.regret for s in scores.values()],  # None: not measured
+        "leaky": [h.leak is not None for h in hints],
         "designer_reward": [r for r in design_rewards if r is not None],
         "losses": [(stats.agent_loss, stats.designer_loss)],  # each rank's part of the whole loss
         "tokens": [policy.tokens_generated - tokens_before],
@@ -179,6 +183,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "regret": mean([r for r in b["regret"] if r is not None]),
         "crashed_episodes": sum(b["crashed"]),
         "unhinted_environments": sum(r is None for r in b["regret"]),
+        "leaky_hints": sum(b["leaky"]),
         "designer_reward": mean(b["designer_reward"]),
         "agent_loss": sum(a for a, _ in b["losses"]), "designer_loss": sum(d for _, d in b["losses"]),
         "grad_norm": stats.grad_norm, "trained_tokens": stats.tokens, "update_skipped": stats.skipped,

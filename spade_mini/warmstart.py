@@ -6,7 +6,7 @@ off), so a few supervised steps on the bundled EXAMPLE environments bootstrap th
 
 - designer samples: the real designer prompt for an example's skill (a corpus document and a
   memory block drawn as in an iteration, from a memory WITHOUT that example) -> the example's
-  source (without its `solution()`) in the fenced block the extractor expects, then EOS;
+  source (its `solution()` included) in the fenced block the extractor expects, then EOS;
 - agent samples: the turns of examples played by their own `solution()` in the sandbox,
   rendered through the agent's own templates, each completion one short action and EOS.
 
@@ -68,7 +68,7 @@ def designer_samples(policy, examples: list[HandEnv], corpus, rng: random.Random
         doc = corpus.sample(rng) if corpus is not None else None
         block = memory.render(memory.select(example.skill, rng, references))
         chat = designer_prompt(skills[example.skill], doc, block)
-        reply = f"```python\n{example.design_source.strip()}\n```"
+        reply = f"```python\n{example.source.strip()}\n```"
         out.append(Sample(policy.prompt_ids(chat), reply_ids(policy, reply), 1.0, "designer"))
     return out
 

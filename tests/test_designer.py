@@ -141,12 +141,13 @@ def test_prompt_examples_are_valid_and_winnable():
         assert (reward, terminated) == (1.0, True)
 
 
-VALID = ("Here is my game.\n```python\nimport random\n\nclass ParityEnv:\n"
-         '    """Say whether a number is even."""\n'
-         "    def reset(self, seed=None):\n        self.n = random.Random(seed).randint(1, 99)\n"
-         "        return 'Is %d even? Answer \\\\boxed{yes} or \\\\boxed{no}.' % self.n, {}\n\n"
-         "    def step(self, action):\n        good = ('yes' if self.n % 2 == 0 else 'no') in action\n"
-         "        return 'Done.', 1.0 if good else 0.0, True, False, {}\n```\n")
+VALID = ("Here is my game.\n```python\nimport random\n\nclass LastDigitEnv:\n"
+         '    """Say the last digit of a number."""\n'
+         "    def reset(self, seed=None):\n        self.n = random.Random(seed).randint(10, 99)\n"
+         "        return 'What is the last digit of %d? Answer inside \\\\boxed{}.' % self.n, {}\n\n"
+         "    def step(self, action):\n        good = action.strip() == '\\\\boxed{%d}' % (self.n % 10)\n"
+         "        return 'Done.', 1.0 if good else 0.0, True, False, {}\n\n"
+         "    def solution(self):\n        return ['\\\\boxed{%d}' % (self.n % 10)]\n```\n")
 CRASHES = ("```python\nclass CrashEnv:\n    def reset(self, seed=None):\n        return 'hi', {}\n"
            "    def step(self, action):\n        raise KeyError('oops')\n```")
 PROSE = "I would design a maze game where the agent walks around."
@@ -160,7 +161,7 @@ def test_valid_and_invalid_designs_flow_through_validation():
     assert len(policy.calls) == 1 and len(policy.calls[0][0]) == 3  # one batched call
     assert policy.calls[0][1:] == (300, 0.6)
     good, crash, prose = designs
-    assert good.valid and good.reasons == [] and good.validation.class_name == "ParityEnv"
+    assert good.valid and good.reasons == [] and good.validation.class_name == "LastDigitEnv"
     assert good.source.startswith("import random") and "REFERENCE_DOCUMENT" in good.prompt[1]["content"]
     assert not crash.valid and crash.validation is not None
     assert any("KeyError" in r for r in crash.reasons)
@@ -171,12 +172,12 @@ def test_valid_and_invalid_designs_flow_through_validation():
     assert all(d.attempt == 1 and d.document_id for d in designs)
     record = design_record(good, 0.5, 1.0, 0.5)
     assert (record.title, record.skill, record.valid, record.regret) == (
-        "Say whether a number is even.", skills[0].key, True, 0.5)
+        "Say the last digit of a number.", skills[0].key, True, 0.5)
     assert design_record(prose).source == "" and not design_record(prose).valid
 
 
 def test_retries_regenerate_only_invalid_slots_and_cut_offs_are_reported():
-    other = VALID.replace("self.n % 2 == 0", "self.n % 2 == 1")  # the same again is a duplicate
+    other = VALID.replace("randint(10, 99)", "randint(100, 999)")  # the same again is a duplicate
     policy = ScriptedPolicy([VALID, PROSE, other])
     designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(1),
                                   max_new_tokens=64, temperature=0.6, iteration=0, retries=2)
@@ -206,7 +207,7 @@ def test_design_script_writes_one_file_per_design(tmp_path):
     assert summary.startswith("1/2 valid (50%); median prompt 8 tokens, median completion 2 tokens")
     good = (tmp_path / "out" / "it0000-00.py").read_text()
     bad = (tmp_path / "out" / "it0000-01.py").read_text()
-    assert "# valid: True" in good and "class ParityEnv" in good
+    assert "# valid: True" in good and "class LastDigitEnv" in good
     assert f"# reason: {NO_CLASS}" in bad and "# | I would design a maze game" in bad
 
 
@@ -219,8 +220,8 @@ def _golden(section):
 # The README's table: 8 levels evenly spaced strictly inside (invalid_reward, lowest valid):
 #   regret (debiased, lowest valid -0.5): -1 + (level + 1) * 0.5 / 9
 #   every other reward (lowest valid 0):  -1 + (level + 1) / 9
-README_TABLE = {"no_code": 0, "duplicate": 0, "syntax": 1, "structure": 2, "load": 3, "reset": 4,
-                "step": 5, "episode": 6}
+README_TABLE = {"no_code": 0, "syntax": 1, "structure": 2, "load": 3, "reset": 4, "step": 5, "episode": 6,
+                "solution": 7, "play": 8, "duplicate": 9}
 
 
 def test_one_reply_per_stage_reaches_its_stage_and_reward():
@@ -233,7 +234,7 @@ def test_one_reply_per_stage_reaches_its_stage_and_reward():
     designs = design_environments(policy, skills_for("games")[:1] * len(cases), None, None,
                                   random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
     assert [d.stage for d in designs] == [c["stage"] for c in cases], [d.reasons for d in designs]
-    for floor, spacing in ((-0.5, 0.5 / 9), (0.0, 1 / 9)):
+    for floor, spacing in ((-0.5, 0.5 / 11), (0.0, 1 / 11)):
         rewards = apply_invalid_policy([(d.stage, 0.25, True) for d in designs], "graded", -1.0, floor)
         for d, r in zip(designs, rewards):
             want = 0.25 if d.stage == "valid" else -1 + (README_TABLE[d.stage] + 1) * spacing

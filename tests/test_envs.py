@@ -1,8 +1,11 @@
-"""Tests for the hand-written environments: contract, winnability, losing play, determinism.
+"""Tests for the hand-written environments: contract, winnability, losing play, determinism,
+honest hints.
 
 Solutions are computed in-process by exec'ing the trusted source with the same seed; winning
 plays go through the sandbox, so these tests also pin the sandbox and the environments to the same
 contract. Losing plays run in-process because they are many and only test the environments.
+Validation plays every solution too (its solution stage), and the leak check reads each hint
+with the solution of its episode, both from the sandbox (`solve`).
 """
 import ast
 import importlib
@@ -13,7 +16,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from spade_mini.envs import EXAMPLES, HELDOUT, HandEnv
-from spade_mini.sandbox import SandboxedEnv, validate_env
+from spade_mini.reward.leaks import final_answer, leaked_answer
+from spade_mini.sandbox import SandboxedEnv, solve, validate_env
+from spade_mini.sandbox.solution import NO_SOLUTION
 
 ALL = EXAMPLES + HELDOUT
 IDS = [env.name for env in ALL]
@@ -26,7 +31,7 @@ SKILLS = {
 }
 MAX_TURNS = 25
 SEEDS = [0, 1, 7]
-DESIGN_TOKENS = 320  # an example without its solution, in the embedded model's tokens
+DESIGN_TOKENS = 480  # an example, solution() included, in the embedded model's tokens
 FIRST_OBS_TOKENS = 64  # the first observation is in the agent's prompt every turn
 # Actions that must never win: junk text, empty boxes, and wrong final answers.
 JUNK = {
@@ -105,8 +110,9 @@ def test_contract_in_process(env):
 
 @pytest.mark.parametrize("env", ALL, ids=IDS)
 def test_validate_env_accepts(env):
-    validation = validate_env(env.source)
+    validation = validate_env(env.source, require_solution=True)
     assert validation.ok, validation.reasons
+    assert "solution" in validation.timings  # its solution won, and blind players lost
     assert validation.class_name and validation.class_name.endswith("Env")
     assert validation.has_hint
 
@@ -158,15 +164,24 @@ def test_random_play_rarely_wins(env):
     assert wins / episodes <= 0.2
 
 
+# code_breaker's honest hint names two codes, and states the answer of the episodes that have them
+OPENINGS = {"code_breaker": {"\\boxed{112}", "\\boxed{334}"}}
+
+
 @pytest.mark.parametrize("env", ALL, ids=IDS)
-def test_hint_does_not_give_the_final_answer(env):
-    game = make(env)
-    game.reset(3)
-    final = game.solution()[-1]
-    inner = final.split("{", 1)[-1].rsplit("}", 1)[0] if env.setting == "games" else final
-    for tag in ("<answer>", "</answer>"):
-        inner = inner.replace(tag, "")
-    assert len(inner) < 3 or inner.lower() not in game.hint().lower()
+def test_the_leak_check_passes_honest_hints_and_flags_stated_answers(env):
+    solved = solve(env.source, range(10), max_actions=MAX_TURNS)
+    for s in solved:
+        others = [o.actions for o in solved if o is not s]
+        opening = s.actions[-1] in OPENINGS.get(env.name, ())
+        for known in ((), others):
+            assert (leaked_answer(s.hint, s.actions, known) is not None) == opening, s
+        assert leaked_answer(f"Try {s.actions[-1]} now.", s.actions) == s.actions[-1].strip()
+        final = final_answer(s.actions)
+        if len(final) >= 2:
+            assert leaked_answer(f"{s.hint} It is {final}!", s.actions) == final.strip()
+    if env.name in OPENINGS:  # seeds 4 and 5 have the codes 112 and 334
+        assert {s.actions[-1] for s in solved} >= OPENINGS[env.name]
 
 
 @pytest.mark.parametrize("env", ALL, ids=IDS)
@@ -190,7 +205,7 @@ def test_gymnasium_check_env(env):
             assert info["tools"], "the tool specs must survive the trip through the sandbox"
 
 
-# --- what the designer sees: compact examples without their solution ---------------------------
+# --- what the designer sees: compact examples, solution() last ----------------------------------
 
 @pytest.fixture(scope="module")
 def tokenizer():
@@ -202,28 +217,23 @@ def tokenizer():
 
 
 @pytest.mark.parametrize("env", ALL, ids=IDS)
-def test_solution_is_the_last_method_so_design_source_drops_it(env):
+def test_solution_is_the_last_method(env):
     tree = ast.parse(env.source)
     cls = tree.body[-1]
     assert isinstance(cls, ast.ClassDef) and cls.name.endswith("Env"), "the class must end the file"
     assert isinstance(cls.body[-1], ast.FunctionDef) and cls.body[-1].name == "solution"
     assert env.source.count("def solution(") == 1
-    design = env.design_source
-    assert env.source.startswith(design.rstrip()) and "def solution" not in design
-    ast.parse(design)
-
-
-@pytest.mark.parametrize("env", EXAMPLES, ids=[e.name for e in EXAMPLES])
-def test_design_source_is_a_valid_environment(env):
-    validation = validate_env(env.design_source)
-    assert validation.ok, validation.reasons
-    assert validation.has_hint
+    cut = env.without_solution
+    assert env.source.startswith(cut.rstrip()) and "def solution" not in cut
+    refused = validate_env(cut)  # without its solution() it proves nothing
+    assert refused.stage == "solution" and refused.reasons == [NO_SOLUTION]
+    assert validate_env(cut, require_solution=False).ok
 
 
 @pytest.mark.parametrize("env", EXAMPLES, ids=[e.name for e in EXAMPLES])
 def test_examples_are_compact(env, tokenizer):
-    design = len(tokenizer(env.design_source)["input_ids"])
-    assert design <= DESIGN_TOKENS, f"{env.name}: {design} tokens without its solution"
+    design = len(tokenizer(env.source)["input_ids"])
+    assert design <= DESIGN_TOKENS, f"{env.name}: {design} tokens"
     longest = max(len(tokenizer(make(env).reset(seed)[0])["input_ids"]) for seed in range(50))
     assert longest <= FIRST_OBS_TOKENS, f"{env.name}: a first observation of {longest} tokens"
     if env.setting == "games":

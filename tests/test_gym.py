@@ -44,6 +44,8 @@ class ThermostatEnv:
     def step(self, action):
         won = action.strip() == "\\\\boxed{%d}" % (self.goal - self.now)
         return (f"you sent {action}", float(won), True, False, {})
+    def solution(self):
+        return ["\\\\boxed{%d}" % (self.goal - self.now)]
 '''
 
 
@@ -162,9 +164,9 @@ def test_text_spaces_share_their_tables_but_not_their_generator():
 
 # ---- export -------------------------------------------------------------------------------------
 
-GUESS = EXAMPLES[0].design_source  # a valid environment, as a design would be
+GUESS = EXAMPLES[0].source  # a valid environment, as a design would be
 RENAMED = GUESS.replace("GuessNumberEnv", "PickEnv").replace("self.secret", "self.hidden")
-TOOLS = next(e for e in EXAMPLES if e.setting == "tool_use").design_source
+TOOLS = next(e for e in EXAMPLES if e.setting == "tool_use").source
 
 
 def design_row(env_id, skill, valid, regret, setting="games"):

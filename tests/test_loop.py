@@ -3,6 +3,7 @@ writing a run directory that `--resume` continues exactly."""
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,8 @@ def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
     assert seeds["no_hint"] == seeds["hint"]  # paired seeds
     assert row["valid_fraction"] == 0.5 and row["designs"] == 2
     # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is graded
-    # at "reset": -1 + (4 + 1) * 0.5 / 9 under the debiased regret (README table)
-    assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 * 0.5 / 9)
+    # at "reset": -1 + (4 + 1) * 0.5 / 11 under the debiased regret (README table)
+    assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 * 0.5 / 11)
     assert designs[0].reward == scores[designs[0].id].reward
     assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
     for key in ("no_hint_return", "hint_return", "regret", "agent_loss", "designer_loss",
@@ -155,19 +156,24 @@ def test_score_playables_golden(case):
 CRASHY = '''import random, re
 
 class CrashyEnv:
-    """Unwinnable; any action that is not a number raises."""
+    """Guess a digit; any action that is not boxed raises."""
     def reset(self, seed=None):
-        self.turn = 0
-        return "Say a number, e.g. \\\\boxed{3}.", {}
+        self.turn, self.secret = 0, random.Random(seed).randint(0, 9)
+        return "Say a digit, e.g. \\\\boxed{3}.", {}
 
     def step(self, action):
         self.turn += 1
         if action and not action.startswith(("\\\\boxed{", "<tool_call>")):
             raise ValueError("plain text")  # the validator's probes never send plain text
+        if action.strip() == "\\\\boxed{%d}" % self.secret:
+            return "Yes.", 1.0, True, False, {}
         return "No.", 0.0, self.turn >= 3, False, {}
 
     def hint(self):
         return "Answer with digits inside the box."
+
+    def solution(self):
+        return ["\\\\boxed{%d}" % self.secret]
 '''
 
 
@@ -191,8 +197,8 @@ class ScriptedPlayer(ScriptedDesigner):
 
 
 def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
-    """The crash of an unwinnable environment once scored -1 in the no-hint arm only (the hinted
-    agent answers in the box) and so earned it the highest regret, 1."""
+    """The crash of an environment once scored -1 in the no-hint arm only (the hinted agent
+    answers in the box) and so earned it the highest regret, 1."""
     from spade_mini.sandbox import validate_env
     assert validate_env(CRASHY).ok  # the probe actions are all boxed numbers or ignored
     cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=2,
@@ -208,12 +214,13 @@ def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
     assert score.failure and "crashed in play" in score.failure and score.regret is None
     # ... and is invalid after play, at the last stage of the graded table
     assert not designs[0].valid and designs[0].stage == "play"
-    assert designs[0].reward == pytest.approx(-1 + 8 * 0.5 / 9)
+    assert designs[0].reward == pytest.approx(-1 + 9 * 0.5 / 11)
     assert row["crashed_episodes"] >= 1 and row["regret"] is None
 
 
 def test_a_design_without_hint_plays_no_hint_arm_and_earns_no_regret(tiny_policy):
-    source = GAME_EXAMPLE.split("    def hint(self):")[0].rstrip() + "\n"
+    head, tail = GAME_EXAMPLE.split("    def hint(self):")
+    source = head + tail[tail.index("    def solution(self):"):]  # the example without its hint()
     cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=2,
                  turn_max_new_tokens=4, hint_source="env")
     policy = ScriptedDesigner(tiny_policy, [f"```python\n{source}```"])
@@ -283,3 +290,71 @@ def test_a_run_saved_before_the_package_had_folders_resumes(tmp_path):
     assert isinstance(potential, LearningPotential)
     assert (potential.fast, potential.slow) == (expected["fast"], expected["slow"])
     assert len(streams) == expected["streams"]
+
+
+LEAKY = '''import random
+
+class TwoDigitEnv:
+    """Name the hidden two-digit number."""
+    def reset(self, seed=None):
+        self.secret = random.Random(seed).randint(10, 99)
+        return "Name my two-digit number inside \\\\boxed{}.", {}
+
+    def step(self, action):
+        won = action.strip() == "\\\\boxed{%d}" % self.secret
+        return ("Yes." if won else "No."), float(won), True, False, {}
+
+    def hint(self):
+        return "The number is %d." % self.secret
+
+    def solution(self):
+        return ["\\\\boxed{%d}" % self.secret]
+'''
+
+
+class HintCopier(ScriptedDesigner):
+    """An agent double that copies the first number of its hint into the box, and passes without one."""
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        if chats and chats[0][0]["content"] == SYSTEM:
+            return super().generate(chats, max_new_tokens, temperature, tools)
+        out = []
+        for chat in chats:
+            found = re.search(r"HINT: \D*(\d+)", chat[0]["content"])
+            text = f"\\boxed{{{found.group(1)}}}" if found else "\\boxed{0}"
+            ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.policy.pad_id]
+            out.append(Completion(text, self.policy.prompt_ids(chat), ids, True))
+        return out
+
+    def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
+        return self.generate(chats, max_new_tokens, temperature)
+
+
+@pytest.mark.parametrize("designer_reward", ["regret", "blend"])
+def test_a_hint_that_states_the_answer_earns_no_regret(tiny_policy, designer_reward):
+    """Through the training code: without the leak check the copier would win every hint-arm
+    episode (regret 1, the top designer reward); with it the design plays no hint arm, is
+    counted as leaky, and earns exactly what the same design without any hint earns."""
+    from spade_mini.sandbox import validate_env
+    assert validate_env(LEAKY).ok  # nothing in validation looks at what a hint says
+    from spade_mini.agent import Job, play_episodes
+    from spade_mini.sandbox import solve
+    (solved,) = solve(LEAKY, [5], max_actions=2)
+    (won,) = play_episodes(HintCopier(tiny_policy, []), [Job(LEAKY, 5, "hint", solved.hint, "x")],
+                           max_turns=2, max_new_tokens=4)
+    assert won.ret == 1.0  # the hint alone wins: the regret the leak check refuses to pay
+    cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=4, max_turns=2,
+                 turn_max_new_tokens=4, hint_source="env", designer_reward=designer_reward)
+    rewards, rows = [], []
+    for source in (LEAKY, LEAKY.replace('return "The number is %d." % self.secret', 'return ""')):
+        policy = HintCopier(tiny_policy, [f"```python\n{source}\n```"])
+        state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
+                      random.Random(0))
+        row, designs, playables, episodes, scores = one_iteration(state, cfg)
+        assert designs[0].valid and {e.job.arm for e in episodes} == {"no_hint"}
+        rewards.append(designs[0].reward)
+        rows.append((row, scores[designs[0].id]))
+    (leaky_row, leaky_score), (_, plain_score) = rows
+    assert leaky_row["leaky_hints"] == 1 and leaky_score.regret is None
+    assert leaky_score.note.startswith("leaky hint") and plain_score.note == "no hint: regret not measured"
+    assert rewards[0] == rewards[1]

@@ -30,6 +30,13 @@ class SumGameEnv:
 
     def hint(self):
         return "Split the remaining difference over the turns left."
+
+    def solution(self):
+        rest, out = self.goal - self.acc, []
+        while rest > 0:
+            out.append(f"\\boxed{{{min(9, rest)}}}")
+            rest -= min(9, rest)
+        return out
 '''
 
 DIFFERENT = RENAMED.replace("randint(20, 40)", "randint(10, 30)").replace("6 - self.t", "8 - self.t") \

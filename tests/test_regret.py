@@ -61,15 +61,16 @@ HAND_DESIGNER = {
     "solve_rate_only": 0.6,                                         # plateau(0.7)
     "learning_potential": 0.12,                                     # passed through
 }
-# Graded: 8 levels (no_code = duplicate, syntax, structure, load, reset, step, episode, play)
-# evenly spaced strictly inside (invalid_reward, valid_floor): level l earns low + (l + 1) * step,
-# step = (floor - low) / 9. With (-1, 0): -8/9, -7/9, ..., -1/9. With (-1, -0.5): step 0.5/9.
+# Graded: 10 levels (no_code, syntax, structure, load, reset, step, episode, solution, play,
+# duplicate) evenly spaced strictly inside (invalid_reward, valid_floor): level l earns
+# low + (l + 1) * step, step = (floor - low) / 11. With (-1, 0): -10/11, ..., -1/11.
 # A reply cut off at its budget (finished false) earns half a step less: syntax 2 -> 1.5 steps.
 HAND_INVALID = {
     "constant": [0.5, -1.0, 0.0],  # the invalid one gets invalid_reward, its 0.9 is ignored
     "drop": [0.5, None, 0.0],      # the invalid one yields no sample
-    "graded": [0.5] + [-1 + (level + 1) / 9 for level in range(8)] + [-1 + 1 / 9],
-    "graded_below_debiased_floor": [-1 + 0.5 / 9, -1 + 8 * 0.5 / 9, -1 + (2 - 0.5) * 0.5 / 9],
+    # ten levels, no_code .. duplicate (a valid copy tops them), in 11 even steps below the floor
+    "graded": [0.5] + [-1 + (level + 1) / 11 for level in range(10)],
+    "graded_below_debiased_floor": [-1 + 0.5 / 11, -1 + 9 * 0.5 / 11, -1 + (2 - 0.5) * 0.5 / 11],
 }
 # Learning potential (the reference's), g_fast = 0.98, g_slow = 0.85, mu <- (1 - g) mu + g r:
 #   iteration 1: mu_slow unseen = 0. Designs [1, 1] -> |1 - 0| = 1; [0, 0] -> |0 - 0| = 0.

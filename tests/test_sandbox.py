@@ -369,6 +369,8 @@ class LedgerEnv(ToolUseEnv):
         self.balances[src] -= amount
         self.balances[dst] += amount
         return "ok"
+    def solution(self):
+        return ["<answer>%d</answer>" % self.balances["alice"]]
 '''
 
 

@@ -1,10 +1,12 @@
 """validate_env and its stages, the bounded parse of untrusted source, paired seeds that are
-really paired across children, and starting many children at once."""
+really paired across children, and starting many children at once (the solution stage in
+detail: test_sandbox_solution.py)."""
 import ast
 import time
 
 import pytest
 from hostile import FAST, KIT, SIMPLE, assert_bounded, env_source
+from test_sandbox_solution import SOLVED
 
 from spade_mini.designer import env_title
 from spade_mini.sandbox import (MAX_AST_DEPTH, MAX_SOURCE_CHARS, STAGES, EnvLoadError,
@@ -13,9 +15,9 @@ from spade_mini.sandbox import (MAX_AST_DEPTH, MAX_SOURCE_CHARS, STAGES, EnvLoad
 
 
 def test_validate_accepts_a_good_env():
-    v = validate_env(SIMPLE, limits=FAST)
+    v = validate_env(SOLVED, limits=FAST)
     assert v.ok and v.reasons == [] and v.class_name == "CountEnv" and v.has_hint
-    assert "load" in v.timings and v.stage == "valid"
+    assert "load" in v.timings and "solution" in v.timings and v.stage == "valid"
 
 
 @pytest.mark.parametrize("source, needle", [
@@ -68,7 +70,9 @@ STAGE_SOURCES = [
     ("episode", SIMPLE.replace("self.turns += 1", "self.turns += 1\n        assert self.turns < 3")),
     ("episode", SIMPLE.replace('return "The digit', 'raise RuntimeError("no hint")\n        return "')),
     ("episode", SIMPLE.replace('won = action.strip() ==', 'won = True or action.strip() ==')),  # anything wins
-    ("valid", SIMPLE),
+    ("solution", SIMPLE),  # no solution()
+    ("solution", SOLVED.replace("return [", "return ['\\\\boxed{0}'] or [")),  # it loses
+    ("valid", SOLVED),
 ]
 
 
@@ -81,7 +85,8 @@ def test_each_stage_is_named_by_the_first_check_that_fails(stage, source):
 
 
 def test_stages_are_ordered_and_public():
-    assert STAGES == ("syntax", "structure", "load", "reset", "step", "episode", "valid")
+    assert STAGES == ("syntax", "structure", "load", "reset", "step", "episode", "solution",
+                      "valid")
     assert {s for s, _ in STAGE_SOURCES} == set(STAGES)
 
 

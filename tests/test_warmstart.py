@@ -44,7 +44,7 @@ def test_designer_targets_are_fenced_sources_ending_with_eos(data):
     eos = policy.tokenizer.decode([built.designer[0].completion_ids[-1]])
     for text, example in zip(texts, [e for e in EXAMPLES if e.setting == "games"]):
         assert text.startswith("```python\n") and text.endswith("```" + eos)
-        assert example.design_source.strip() in text
+        assert example.source.strip() in text
     assert built.designer[0].completion_ids[-1] in policy.eos_ids
 
 

@@ -1,10 +1,9 @@
-"""The designer role: code extraction, hints, and one batched design of an iteration.
+"""The designer role: code extraction and one batched design of an iteration.
 
 SPADE's designer writes a whole environment as Python source for a target skill, grounded on a
 corpus document and shown its memory of earlier environments (the chats are in prompts.py). This
 module generates all designs of an iteration in ONE batched `policy.generate` call, extracts the
-code and hands it to `sandbox.validate_env`; it never runs the code itself. It also writes the
-hints (the same policy reads an environment's source and writes a 1-3 sentence hint).
+code and hands it to `sandbox.validate_env`; it never runs the code itself. Hints: hints.py.
 
 Invalid designs are kept with their reasons (they become training samples with a graded
 penalty); optional retries re-generate only the invalid slots.
@@ -21,7 +20,7 @@ from spade_mini.config import DEFAULTS
 from spade_mini.designer.corpus import Corpus
 from spade_mini.designer.memory import EnvRecord, Memory, env_title
 from spade_mini.designer.novelty import fingerprint, known_fingerprints
-from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, hint_prompt
+from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt
 from spade_mini.designer.skills import Skill
 from spade_mini.envs import MAX_TURNS
 
@@ -49,18 +48,6 @@ def extract_code(text: str) -> str | None:
     return text.strip() + "\n" if _ENV_CLASS.search(text) else None
 
 
-def generate_hints(policy, sources: list[str], settings: list[str], max_new_tokens: int,
-                   temperature: float = DEFAULTS.hint_temperature) -> list[str]:
-    """One hint per environment source, in ONE batched call (hint tokens are never trained)."""
-    if not sources:
-        return []
-    chats = [hint_prompt(src, setting) for src, setting in zip(sources, settings, strict=True)]
-    from spade_mini.policy import acting_as
-    with acting_as(policy, "designer"):  # reading environment code is the designer's side
-        completions = policy.generate(chats, max_new_tokens, temperature=temperature)
-    return [re.sub(r"^\s*hint\s*:\s*", "", c.text.strip(), flags=re.I) for c in completions]
-
-
 @dataclass
 class Design:
     id: str
@@ -83,7 +70,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
                         rng: random.Random, *, max_new_tokens: int, temperature: float,
                         iteration: int, limits: SandboxLimits | None = None, retries: int = 0,
                         workers: int = 2, references: int = DEFAULTS.memory_references,
-                        first_slot: int = 0) -> list[Design]:
+                        first_slot: int = 0, require_solution: bool = DEFAULTS.require_solution) -> list[Design]:
     """One design per entry of `skills`; invalid slots are re-generated up to `retries` times
     with a fresh document, and the last attempt of each slot is returned. A design that copies
     a known environment (novelty.py) is invalid with reason `duplicate`. Design ids number the
@@ -102,7 +89,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
         with acting_as(policy, "designer"):
             completions = policy.generate(chats, max_new_tokens, temperature=temperature)
         sources = [extract_code(c.text) for c in completions]
-        validations = _validate_all(sources, limits, workers)
+        validations = _validate_all(sources, limits, workers, require_solution)
         for i, slot in enumerate(pending):
             validation, completion = validations[i], completions[i]
             design_id = f"it{iteration:04d}-{first_slot + slot:02d}"
@@ -133,19 +120,20 @@ def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
     valid environment in memory."""
     from spade_mini.envs import EXAMPLES
     known = [("the prompt's example", GAME_EXAMPLE), ("the prompt's example", TOOL_EXAMPLE)]
-    known += [(f"example {e.name}", src) for e in EXAMPLES for src in (e.source, e.design_source)]
+    known += [(f"example {e.name}", src) for e in EXAMPLES for src in (e.source, e.without_solution)]
     if memory is not None:
         known += [(r.id, r.source) for r in memory.records if r.valid]
     return known
 
 
-def _validate_all(sources: list[str | None], limits: SandboxLimits | None,
-                  workers: int) -> list[Validation | None]:
+def _validate_all(sources: list[str | None], limits: SandboxLimits | None, workers: int,
+                  require_solution: bool) -> list[Validation | None]:
     # Threads here only wait on sandbox child processes; the untrusted code runs in the child.
     from spade_mini.sandbox import validate_env
 
     def one(source):
-        return None if source is None else validate_env(source, limits=limits, max_turns=MAX_TURNS)
+        return None if source is None else validate_env(source, limits=limits, max_turns=MAX_TURNS,
+                                                           require_solution=require_solution)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(one, sources))

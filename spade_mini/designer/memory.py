@@ -147,7 +147,7 @@ class Memory:
             memory.add(EnvRecord(
                 id=f"example-{example.name}", iteration=-1, setting=example.setting,
                 skill=example.skill, title=example.summary or env_title(example.source),
-                source=example.design_source, valid=True, no_hint_solve_rate=no_hint,
+                source=example.source, valid=True, no_hint_solve_rate=no_hint,
                 hint_solve_rate=hint, regret=regret))
         return memory
 

@@ -45,9 +45,17 @@ class TargetSumEnv:
         return self._obs("Added." if m else "Invalid move."), 0.0, over, False, {}
 
     def hint(self):
-        return "Split the remaining difference over the turns left."'''
+        return "Split the remaining difference over the turns left."
 
-TOOL_EXAMPLE = r'''from tooluse import ToolUseEnv
+    def solution(self):
+        left, moves = self.target - self.total, []
+        while left > 0:
+            moves.append(f"\\boxed{{{min(9, left)}}}")
+            left -= min(9, left)
+        return moves'''
+
+TOOL_EXAMPLE = r'''import json
+from tooluse import ToolUseEnv
 
 class ShopEnv(ToolUseEnv):
     """Look up an item's price, buy it and report the price."""
@@ -69,7 +77,11 @@ class ShopEnv(ToolUseEnv):
         return self.bought == self.wanted and answer == str(self.prices[self.wanted])
 
     def hint(self):
-        return "Check the wanted item's price, buy it, then answer with the price."'''
+        return "Check the wanted item's price, buy it, then answer with the price."
+
+    def solution(self):
+        call = {"name": "buy", "arguments": {"item": self.wanted}}
+        return [f"<tool_call>{json.dumps(call)}</tool_call>", f"<answer>{self.prices[self.wanted]}</answer>"]'''
 
 CONTRACT = {
     "games": ("The agent answers each turn with \\boxed{...}; step receives it as \\boxed{x}.\n"
@@ -93,7 +105,8 @@ CONTRACT = {
 
 RULES = """- Observations give the agent everything it needs, including the answer format; never reveal the answer.
 - Reward 1.0 with terminated=True on a win, else 0.0. Random actions should lose. End within {turns} turns.
-- Optional hint(self) -> str: a strategy tip for this episode, not the answer."""
+- Optional hint(self) -> str: a strategy tip for this episode, not the answer.
+- Last method: solution(self) -> list[str], the agent's winning actions for this episode, in order."""
 
 
 def designer_prompt(skill: Skill, document: Document | None, memory_block: str) -> list[dict]:

@@ -7,11 +7,11 @@ environment is winnable. The files are read as text and run in the sandbox like 
 they are never imported into the training process. Tool-use files import `tooluse`, which exists
 only inside the sandbox.
 
-By convention `solution()` is the last method of the class and nothing follows it, so
-`HandEnv.design_source` (the source cut just before `def solution`) is itself a complete, valid
-environment: it is what a designer is shown and trained on. The examples are kept short (at most
-320 tokens of the embedded model's tokenizer without their solution) so that a small model can
-read and write one in a single reply.
+By convention `solution()` is the last method of the class and nothing follows it. A designer
+is shown and trained on the whole source, solution() included: validation plays a design's
+solution() to a win (sandbox/validate.py), so the designer must write one too. The examples are
+kept short (at most 480 tokens of the embedded model's tokenizer) so that a small model can read
+and write one in a single reply.
 
 EXAMPLES seed the environment memory and form the fixed-pool baseline. HELDOUT is for evaluation
 only and must never be shown to the designer. Omitted on purpose: difficulty levels (each
@@ -23,7 +23,7 @@ from pathlib import Path
 ENV_DIR = Path(__file__).parent
 MAX_TURNS = 25  # the contract's turn cap: no episode, generated or bundled, plays more (the reference's)
 # The checks of the contract, in the order sandbox/validate.py runs them; "valid": all passed.
-STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "valid")
+STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "solution", "valid")
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,9 @@ class HandEnv:
     source: str  # the full environment source code
 
     @property
-    def design_source(self) -> str:
-        """The source without its `solution()` method, the last one by convention."""
+    def without_solution(self) -> str:
+        """The source cut before its `solution()` method, the last one by convention (a design
+        that copies an example but drops its solution is still a copy)."""
         return self.source.split("\n    def solution(self)")[0].rstrip() + "\n"
 
 

@@ -15,12 +15,14 @@ from spade_mini.envs import STAGES
 
 INVALID_POLICIES = ("graded", "constant", "drop")
 
-# How far an invalid design got, lowest first: no code block (or a copy of a known environment,
-# which teaches nothing new), does not parse, no single Env class or a forbidden import, load or
-# __init__ fails, reset fails or is not deterministic, step fails or returns bad types, the probe
-# episode crashes or never ends, and, for a design that validated, a crash during real play.
-INVALID_STAGES = ("no_code", *STAGES[:-1], "play")  # STAGES: envs/__init__.py, less "valid"
-STAGE_LEVEL = {**{stage: level for level, stage in enumerate(INVALID_STAGES)}, "duplicate": 0}
+# How far an invalid design got, lowest first: no code block, does not parse, no single Env
+# class or a forbidden import, load or __init__ fails, reset fails or is not deterministic, step
+# fails or returns bad types, the probe episode crashes or never ends, its solution() does not
+# win (or blind play does), a crash during real play after it validated, and at the top a copy
+# of a known environment: a valid environment that teaches nothing new, which must still earn
+# more than any broken one (the warm start trains the designer on the examples themselves).
+INVALID_STAGES = ("no_code", *STAGES[:-1], "play", "duplicate")  # STAGES: envs/__init__.py, less "valid"
+STAGE_LEVEL = {stage: level for level, stage in enumerate(INVALID_STAGES)}
 
 
 def graded_invalid_reward(stage: str, invalid_reward: float, valid_floor: float,
@@ -31,7 +33,7 @@ def graded_invalid_reward(stage: str, invalid_reward: float, valid_floor: float,
     A reply cut off at its token budget earns half a step less than one that ended by itself
     at the same stage: stopping is the first thing a small model has to learn."""
     if stage not in STAGE_LEVEL:
-        raise ValueError(f"unknown validation stage {stage!r}; use one of {INVALID_STAGES} or 'duplicate'")
+        raise ValueError(f"unknown validation stage {stage!r}; use one of {INVALID_STAGES}")
     if not invalid_reward < valid_floor:
         raise ValueError(f"graded invalid rewards need invalid_reward < {valid_floor} (the lowest "
                          f"valid reward), got {invalid_reward}")

@@ -5,9 +5,11 @@ in the training process or on one of its threads. `SandboxedEnv` is a `gymnasium
 spaces (every character of U+0000-U+FFFF but the surrogates; spaces.py) backed by ONE
 persistent child, seeded as gymnasium seeds (`reset()` continues the stream of the last seed);
 `validate_env` runs the checks a design must pass, and says at which of `STAGES` it failed;
-`parse_source` is the one bounded way to parse untrusted source in the trainer; `start_envs`
-starts many children at once; `available_layers()` lists the kernel layers this machine gives
-every child (train.py prints them).
+`solve` returns the privileged answers of episodes (each seed's hint() and solution()) for
+validation and the leak check, never for play; `parse_source` is the one bounded way to parse
+untrusted source in the trainer; `start_envs` starts many children at once;
+`available_layers()` lists the kernel layers this machine gives every child (train.py prints
+them).
 
     limits.py    SandboxLimits and the typed errors        (trainer side)
     source.py    parse_source, SourceError                  (trainer side)
@@ -16,6 +18,7 @@ every child (train.py prints them).
     spaces.py    the text spaces, into_space                (trainer side)
     env.py       SandboxedEnv, start_envs                   (trainer side)
     validate.py  validate_env, Validation, STAGES           (trainer side)
+    solution.py  solve, Solved; the solution stage          (trainer side)
     worker.py    load the environment and serve it          (child side)
     kernel.py    the kernel layers, applied in order        (child side)
     syscalls.py  the seccomp allowlist                      (child side)
@@ -51,10 +54,11 @@ from spade_mini.sandbox.env import SandboxedEnv, start_envs
 from spade_mini.sandbox.limits import (EnvCrashed, EnvLoadError, EnvProtocolError,
                                        EnvRuntimeError, EnvTimeout, SandboxError, SandboxLimits)
 from spade_mini.sandbox.process import available_layers
+from spade_mini.sandbox.solution import SOLUTION_SEEDS, Solved, solve
 from spade_mini.sandbox.source import MAX_AST_DEPTH, MAX_SOURCE_CHARS, SourceError, parse_source
 from spade_mini.sandbox.validate import STAGES, Validation, validate_env
 
 __all__ = ["SandboxedEnv", "SandboxLimits", "SandboxError", "EnvLoadError", "EnvTimeout",
            "EnvCrashed", "EnvRuntimeError", "EnvProtocolError", "validate_env", "Validation",
            "STAGES", "SourceError", "parse_source", "MAX_SOURCE_CHARS", "MAX_AST_DEPTH",
-           "start_envs", "available_layers"]
+           "start_envs", "available_layers", "solve", "Solved", "SOLUTION_SEEDS"]

@@ -74,6 +74,7 @@ class SandboxedEnv(gymnasium.Env):
         self.layers: list[str] = list(available_layers())
         self.class_name: str | None = None
         self.has_hint = False
+        self.has_solution = False  # it defines solution(); only solution.py ever asks for it
         self.notes: list[str] = []  # non-fatal coercions in the last reply ("reward was a bool")
         self.restarts = 0
         self._child: Child | None = None
@@ -99,7 +100,8 @@ class SandboxedEnv(gymnasium.Env):
         try:
             ready = child.ready(self._start_deadline, self.limits.load_timeout_s)
             if not (isinstance(ready, dict) and type(ready.get("class_name")) is str
-                    and type(ready.get("has_hint")) is bool):
+                    and type(ready.get("has_hint")) is bool
+                    and type(ready.get("has_solution")) is bool):
                 raise EnvProtocolError("malformed start-up reply from the environment process")
             threads, subprocesses = child.census()
             if threads > 1 or subprocesses:
@@ -110,6 +112,7 @@ class SandboxedEnv(gymnasium.Env):
             self._stop()
             raise start_error(exc, code) from None
         self.class_name, self.has_hint = ready["class_name"], ready["has_hint"]
+        self.has_solution = ready["has_solution"]
 
     def _stop(self) -> None:
         child, self._child = self._child, None

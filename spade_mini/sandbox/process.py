@@ -107,7 +107,7 @@ class Child:
                "seccomp_dir": seccomp_dir, "libs": libs,
                **{k: getattr(limits, k) for k in (
                    "cpu_s", "memory_mb", "max_open_files", "file_size_mb", "max_obs_chars",
-                   "max_hint_chars", "max_reply_bytes")}}
+                   "max_hint_chars", "max_action_chars", "max_reply_bytes")}}
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "SPADE_SANDBOX_TAG": tag}
         try:

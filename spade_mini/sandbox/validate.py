@@ -11,15 +11,19 @@ which check failed first, as a stage of `STAGES`, and why, as human-readable rea
     step       a probe step fails, returns the wrong types, or a reward outside [-10, 10]
     episode    an episode of probe actions crashes, times out or never ends; an invalid action
                (\\boxed{test}, an empty reply, an unknown tool) is rewarded; or hint() fails
+    solution   (with require_solution) there is no solution(), it raises or returns no list of
+               actions, its actions lose a fresh episode of their seed, or a blind player (another
+               seed's solution, one action repeated) wins most seeds (solution.py)
     valid      every check passed
 """
 import ast
 import time
 from dataclasses import dataclass, field
 
-from spade_mini.envs import STAGES  # noqa: F401  (the contract's stages, this package's API)
+from spade_mini.envs import MAX_TURNS, STAGES  # noqa: F401  (STAGES: the contract's, re-exported)
 from spade_mini.sandbox.env import SandboxedEnv
 from spade_mini.sandbox.limits import EnvLoadError, SandboxError, SandboxLimits
+from spade_mini.sandbox.solution import launch_solver, solution_reasons
 from spade_mini.sandbox.source import SourceError, imported_modules, parse_source
 from spade_mini.sandbox.worker import ALLOWED_IMPORTS
 
@@ -58,9 +62,11 @@ def static_check(source: str) -> tuple[str, str] | None:
     return None
 
 
-def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns: int = 25,
-                 time_budget_s: float = 30.0) -> Validation:
-    """Load, reset, probe and play one episode of `source`; say why it fails, if it does."""
+def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns: int = MAX_TURNS,
+                 time_budget_s: float = 30.0, require_solution: bool = True) -> Validation:
+    """Load, reset, probe and play one episode of `source`, then (with `require_solution`) win
+    with its solution() and lose with blind players; say why it fails, if it does. Without
+    `require_solution` there is no `solution` stage, and solution() is never called."""
     result = Validation(ok=False)
     failed = static_check(source)
     if failed is not None:
@@ -81,8 +87,10 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
         result.timings[phase] = time.monotonic() - start - sum(result.timings.values())
         phase = name
 
-    env = None
+    env = solver = None
     try:
+        if require_solution:  # its child loads while the stages before `solution` run
+            solver = launch_solver(source, limits, deadline)
         env = SandboxedEnv(source, limits=limits, deadline=deadline)
         result.class_name, result.has_hint = env.class_name, env.has_hint
         mark("reset")
@@ -118,6 +126,10 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
         if env.has_hint:
             env.reset(seed=0)
             env.hint()
+        if require_solution and not result.reasons:
+            mark("solution")
+            for reason in solution_reasons(env, solver, max_turns=max_turns):
+                fail(reason)
         mark("done")
     except SandboxError as exc:
         if isinstance(exc, EnvLoadError) and phase == "load":
@@ -130,7 +142,8 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
             result.reasons.append("traceback (last lines): "
                                   + " | ".join(tb.strip().splitlines()[-3:]))
     finally:
-        if env is not None:
-            env.close()
+        for child in (env, solver):
+            if child is not None:
+                child.close()
     result.ok = not result.reasons
     return result

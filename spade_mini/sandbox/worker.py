@@ -9,7 +9,8 @@ source; after that, requests {"id", "op", ...} arrive on the request fd and repl
 stdout/stderr are /dev/null, so nothing the environment prints reaches the parent. The worker
 exits when the request pipe closes (the parent is gone) and re-checks its parent before each
 request. Before `reset(seed=s)` the global `random` is seeded with s, so an environment that
-uses it is still the same episode for the same seed.
+uses it is still the same episode for the same seed. The op `solution` is asked for only by
+the parent's solution.py (validation and the leak check), never by the play API.
 
 The import allowlist below only gives early, readable errors; it is NOT a security boundary
 (frames, `__subclasses__` and module attributes reach everything). The kernel layers are.
@@ -86,6 +87,27 @@ def check_obs(obs, limit: int, what: str = "observation") -> str:
     return str.__str__(obs)[:limit]
 
 
+def check_actions(actions, max_actions: int, limit: int) -> list[str]:
+    """solution()'s return value, checked: a list (or tuple) of 1 to `max_actions` strings of at
+    most `limit` characters each."""
+    if type(actions) not in (list, tuple):
+        raise ProtocolViolation("solution() must return a list of str, got "
+                                + type(actions).__name__)
+    if not 1 <= len(actions) <= max_actions:
+        raise ProtocolViolation(f"solution() returned {len(actions)} actions; return 1 to "
+                                f"{max_actions}")
+    checked = []
+    for i, action in enumerate(actions):
+        if not isinstance(action, str):
+            raise ProtocolViolation(f"solution() action {i} must be a str, got "
+                                    + type(action).__name__)
+        checked.append(str.__str__(action))
+        if len(checked[-1]) > limit:
+            raise ProtocolViolation(f"solution() action {i} has {len(checked[-1])} characters, "
+                                    f"more than {limit}")
+    return checked
+
+
 def run_op(env, req: dict, cfg: dict, notes: list[str]):
     limit = cfg["max_obs_chars"]
     if req["op"] == "reset":
@@ -112,6 +134,8 @@ def run_op(env, req: dict, cfg: dict, notes: list[str]):
                 json_safe(info, limit)]
     if req["op"] == "hint":
         return check_obs(env.hint(), cfg["max_hint_chars"], "hint")
+    if req["op"] == "solution":
+        return check_actions(env.solution(), req["max_actions"], cfg["max_action_chars"])
     raise ProtocolViolation(f"unknown op {req['op']!r}")
 
 
@@ -211,7 +235,8 @@ def main() -> None:
     try:
         first = json.loads(requests.readline())
         env = load_env(first["source"])
-        value = {"class_name": type(env).__name__, "has_hint": callable(getattr(env, "hint", None))}
+        value = {"class_name": type(env).__name__, "has_hint": callable(getattr(env, "hint", None)),
+                 "has_solution": callable(getattr(env, "solution", None))}
         send(reply_fd, {"id": 0, "ok": True, "value": value, "notes": []}, cap)
     except BaseException as exc:  # anything the environment source does is reported, not fatal
         kind = "structure" if isinstance(exc, (ForbiddenImport, StructureError)) else "load"

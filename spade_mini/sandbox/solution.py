@@ -1,0 +1,147 @@
+"""Privileged answers: what an environment's `solution()` says wins, and the validation stage
+that plays it.
+
+An environment may define `solution(self) -> list[str]`, the actions that win the current
+episode. They are the answer, so `SandboxedEnv` has no way to ask for them (it only says
+`has_solution`); they come from here, and only validation and the leak check
+(spade_mini/reward/leaks.py) ask:
+
+    solve(source, seeds, max_actions=...)  each seed's hint() and solution(), from a child of
+                                           their own
+    launch_solver, solution_reasons        validate_env's `solution` stage
+
+The stage gets solution() on SOLUTION_SEEDS from a child of its own (launched when validation
+starts, so that it loads while the first stages run), then plays in the validation child, where
+solution() never runs (so nothing it does can help a play):
+
+  * each seed's solution on its seed: it must win, i.e. end the episode with terminated=True
+    and a positive reward;
+  * two blind players, whose actions do not depend on the episode: the next seed's solution,
+    and that solution's first action repeated. Neither may win more than half of the seeds:
+    else the outcome ignores the episode, or the agent.
+
+What comes back is checked, in the child and again here: a list of 1 to `max_actions` strings
+of at most `limits.max_action_chars` characters each. Omitted: a proof that nothing else wins
+(the episode stage tries junk actions; tests/test_envs.py tries random play on the bundled
+environments), and any check that the solution is short, or play an agent could find.
+"""
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spade_mini.sandbox.env import SandboxedEnv
+from spade_mini.sandbox.limits import EnvProtocolError, EnvRuntimeError, SandboxLimits
+
+SOLUTION_SEEDS = (1, 2, 3, 4)
+NO_SOLUTION = ("the environment defines no solution(); add solution(self) -> list[str], the "
+               "actions that win the current episode, so validation can prove it can be won")
+
+
+@dataclass(frozen=True)
+class Solved:
+    """One episode's privileged answers: for validation and the leak check, never the agent."""
+    seed: int
+    actions: tuple[str, ...] | None
+    """What solution() returned after reset(seed); None when the environment defines none."""
+    hint: str | None
+    """What hint() returned in the same episode; None when the environment defines none."""
+
+
+class _Solver(SandboxedEnv):
+    """A SandboxedEnv that can also ask for solution(); private, so the play API never can."""
+
+    @classmethod
+    def launch(cls, source: str, limits: SandboxLimits | None, deadline: float | None):
+        """A solver whose child starts loading now; call `ready()` before anything else."""
+        solver = cls.__new__(cls)
+        solver._setup(source, limits, deadline)
+        solver._launch(solver._until(solver.limits.load_timeout_s))
+        return solver
+
+    def ready(self) -> None:
+        """Wait for the child that `launch` started; its load timeout counts from now, since
+        what ran in between (validation's first stages) was not its loading."""
+        self._start_deadline = self._until(self.limits.load_timeout_s)
+        self._await_ready()
+
+    def solution(self, max_actions: int) -> tuple[str, ...]:
+        value = self._call("solution", (list,), self._until(self.limits.call_timeout_s),
+                           self.limits.max_action_chars, max_actions=max_actions)
+        if not (1 <= len(value) <= max_actions and all(type(a) is str for a in value)):
+            self._stop()  # the child checks this too: it is lying, so it is done
+            raise EnvProtocolError("malformed solution reply from the environment process")
+        return tuple(value)
+
+
+def solve(source: str, seeds: Sequence[int], *, max_actions: int,
+          limits: SandboxLimits | None = None, deadline: float | None = None) -> list[Solved]:
+    """For each seed: reset, then the episode's hint() and solution(), from one child of their
+    own. A `SandboxError` when the source does not load or a call fails (`EnvRuntimeError`: the
+    environment raised; `EnvProtocolError`: solution() returned something else than 1 to
+    `max_actions` strings)."""
+    with _Solver(source, limits=limits, deadline=deadline) as solver:
+        solved = []
+        for seed in seeds:
+            solver.reset(seed=seed)
+            hint = solver.hint() if solver.has_hint else None
+            actions = solver.solution(max_actions) if solver.has_solution else None
+            solved.append(Solved(seed, actions, hint))
+        return solved
+
+
+def launch_solver(source: str, limits: SandboxLimits | None, deadline: float | None):
+    """The child that `solution_reasons` will ask for solution(), loading from now on (close()
+    it when done)."""
+    return _Solver.launch(source, limits, deadline)
+
+
+def play(env: SandboxedEnv, seed: int, actions: Sequence[str]) -> tuple[bool, str]:
+    """Reset `env` to `seed`, step `actions` until the episode ends: (won, how it ended)."""
+    env.reset(seed=seed)
+    for turn, action in enumerate(actions, 1):
+        obs, reward, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            end = "terminated" if terminated else "truncated"
+            how = f"at turn {turn} ({end}, reward {reward:g}): {obs[:160]!r}"
+            return terminated and reward > 0, how
+    return False, f"with the episode still running after its last action (turn {len(actions)})"
+
+
+def solution_reasons(env: SandboxedEnv, solver: _Solver, *, max_turns: int,
+                     seeds: Sequence[int] = SOLUTION_SEEDS) -> list[str]:
+    """validate_env's `solution` stage: why the solution does not prove the environment a fair
+    task (none: it does). `env` is the validation child, in which solution() never runs;
+    `solver` comes from `launch_solver`, with the same source."""
+    if not env.has_solution:
+        return [NO_SOLUTION]
+    solver.ready()
+    solutions = []
+    for seed in seeds:
+        solver.reset(seed=seed)
+        try:
+            solutions.append(solver.solution(max_turns))
+        except EnvRuntimeError as exc:
+            tail = " | ".join(exc.traceback.strip().splitlines()[-3:])
+            return ([f"solution() raised on seed {seed}: {exc}"]
+                    + [f"traceback (last lines): {tail}"] * bool(tail))
+        except EnvProtocolError as exc:
+            return [f"solution() failed on seed {seed}: {exc}"]
+    solver.close()
+    lost = []
+    for seed, actions in zip(seeds, solutions):
+        won, how = play(env, seed, actions)
+        if not won:
+            lost.append(f"solution() lost on seed {seed} {how}")
+    if lost:
+        return lost
+    others = solutions[1:] + solutions[:1]  # seed i gets the solution of seed i + 1
+    blind = [("the outcome ignores the episode: another seed's solution() wins", others,
+              "each seed must pose a task of its own"),
+             ("the outcome ignores the agent: a constant action (another seed's first solution "
+              "action, repeated) wins", [[o[0]] * max_turns for o in others],
+              "a win must depend on what the agent does")]
+    reasons = []
+    for claim, plays, fix in blind:
+        wins = sum(play(env, seed, actions)[0] for seed, actions in zip(seeds, plays))
+        if 2 * wins > len(seeds):
+            reasons.append(f"{claim} on {wins}/{len(seeds)} seeds; {fix}")
+    return reasons
