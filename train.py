@@ -33,7 +33,7 @@ import torch  # noqa: E402  (heavy imports only after the flags are known to be 
 from tqdm.auto import tqdm  # noqa: E402
 
 from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_for  # noqa: E402
-from spade_mini.envs import EXAMPLES  # noqa: E402
+from spade_mini.envs import TIERS  # noqa: E402
 from spade_mini.evaluation import fixed_set_metrics  # noqa: E402
 from spade_mini.loop import State, one_iteration  # noqa: E402
 from spade_mini.policy import ModelError, load_policy  # noqa: E402
@@ -76,8 +76,9 @@ except (SkillError, CorpusError, ModelError) as e:
     fail(str(e))
 say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
-memory = None if cfg.no_memory else Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
-pool = [e for e in EXAMPLES if cfg.setting in ("mix", e.setting)]
+examples = TIERS[cfg.examples][0]  # the hand-written tier that seeds the memory and is the fixed pool
+memory = None if cfg.no_memory else Memory.seeded(examples, max_records=cfg.memory_size)
+pool = [e for e in examples if cfg.setting in ("mix", e.setting)]
 # every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
 state = State(policy, optimizer, skills, corpus, memory, random.Random(distributed.rank_seed(cfg.seed)),
               pool=pool)
@@ -109,9 +110,20 @@ elif main:
     run.write_config(cfg)
     if cfg.warm_start_steps > 0:  # supervised steps on the examples first (cached across runs)
         run.write_rows("warm_start.jsonl", warm_start(policy, cfg, corpus))
+        say(f"warm start: saved as {run.save_warm_start(policy)} (evaluate it alone with eval.py)", flush=True)
 distributed.broadcast_parameters(policy.trainable_parameters())  # rank 0's warm start, everywhere
+
+
+def evaluate_curve(iteration: int) -> dict:
+    """--eval-every: the held-out curve's metrics, and its episodes into eval.jsonl."""
+    point = fixed_set_metrics(policy, cfg)
+    run.append("eval.jsonl", [{"iteration": iteration, **item} for item in point.items])
+    return point.metrics
+
+
 if main and checkpoint is None and cfg.eval_every > 0:  # the learning curve starts before self-play
-    run.write_rows("metrics.jsonl", [{"iteration": -1, **fixed_set_metrics(policy, cfg)}])
+    run.write_rows("eval.jsonl", [])
+    run.write_rows("metrics.jsonl", [{"iteration": -1, **evaluate_curve(-1)}])
 reporter = Reporter(cfg.report_to if main else "none", run.path)
 
 
@@ -168,7 +180,7 @@ try:
             check_identical(f"after iteration {it}")
         if main:
             if cfg.eval_every > 0 and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.iterations):
-                row.update(fixed_set_metrics(policy, cfg))
+                row.update(evaluate_curve(it))
             run.write_iteration(row, samples, envs)
             reporter.log(row)
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731

@@ -4,8 +4,10 @@
                 metrics.jsonl      one row per iteration
                 samples.jsonl      designs and episodes to read (one JSON object per line)
                 warm_start.jsonl   the warm start's per-role NLL, one row per step (if any)
+                eval.jsonl         the --eval-every curve, one row per held-out episode
                 envs/<id>.py       every generated environment under a header with its stats
                 memory.jsonl       the environment memory (also inside each checkpoint)
+                warm_start/        the warm-started policy's trainable weights (with a warm start)
                 checkpoint-<it>/   trainable weights, optimizer, RNG states, memory, iteration
 
 A checkpoint is written to a temporary folder and renamed into place, so a run killed while
@@ -30,6 +32,7 @@ from spade_mini.policy import load_trainable, save_trainable
 from spade_mini.reward import LearningPotential
 
 STATE_FILE = "state.pt"
+WARM_START_DIR = "warm_start"  # the warm-started policy's trainable weights, before iteration 0
 
 
 def env_file_text(source: str, stats: dict) -> str:
@@ -105,7 +108,7 @@ class RunDir:
         for env in (self.path / "envs").glob("it*.py"):
             if int(env.name[2:6]) > iteration:
                 env.unlink()
-        for file in ("metrics.jsonl", "samples.jsonl"):
+        for file in ("metrics.jsonl", "samples.jsonl", "eval.jsonl"):
             path = self.path / file
             if path.is_file():
                 keep = [line for line in path.read_text().splitlines()
@@ -130,6 +133,12 @@ class RunDir:
         (self.path / "envs" / f"{env_id}.py").write_text(text, encoding="utf-8")
 
     # --- checkpoints -------------------------------------------------------------------------
+    def save_warm_start(self, policy) -> Path:
+        """The warm-started policy before self-play, as a folder eval.py can load (weights only)."""
+        folder = self.path / WARM_START_DIR
+        save_trainable(policy, folder)
+        return folder
+
     def save_checkpoint(self, iteration: int, policy, optimizer, memory, potential: LearningPotential,
                         streams: list[dict]) -> Path:
         """Write checkpoint-<iteration>: the trainable weights, and in state.pt plain data only
