@@ -17,7 +17,7 @@ its 95% interval, and the exact McNemar p). The script writes one plot (both arm
 their 95% bands, and SPADE's valid fraction and regret per iteration), prints the tables, and
 keeps a small summary (JSON) that notebooks/05 reads.
 
-    python bench/learning_curve.py                        # 1 seed, 10 iterations, both arms
+    python bench/learning_curve.py                        # 1 seed, 6 iterations, both arms
     python bench/learning_curve.py --seeds 0,1,2 --jobs 2 --summary bench/learning_curve.json
     python bench/learning_curve.py --plot-only --name demo  # redraw from existing runs
 
@@ -162,8 +162,8 @@ def main() -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--eval-every", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--eval-every", type=int, default=3)
     parser.add_argument("--seeds", default="0", help="comma-separated training seeds (each arm runs each)")
     parser.add_argument("--arms", default="spade,fixed")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (each on one thread)")

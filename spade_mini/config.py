@@ -227,7 +227,7 @@ PRESETS: dict[str, dict] = {
         plays_per_design=8, design_max_new_tokens=400, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=2048, corpus_max_words=60,
         save_every=1, lora_r=16, lora_alpha=32, lr=5e-4, hint_source="env", micro_batch=4,
-        examples="starter", eval_seeds=10,
+        examples="starter", eval_seeds=16,
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
         warm_start_designs=2, warm_start_turns=8,
     ),
