@@ -3,7 +3,6 @@ embedded model at the cpu-smoke settings: are they at the edge of what it can do
 
     python bench/starter_rates.py                          # STARTER and STARTER_HELDOUT, 16 + 16 each
     python bench/starter_rates.py --set starter --episodes 32
-    python bench/starter_rates.py --warm-start-on starter   # warm start on EXAMPLES + STARTER
     python bench/starter_rates.py -- --warm-start-steps 0   # the model without a warm start
 
 The policy is loaded and warm-started as train.py does (from the warm-start cache, which is built
@@ -25,12 +24,11 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from spade_mini import warmstart  # noqa: E402
-from spade_mini.agent import Job, play_episodes  # noqa: E402
-from spade_mini.config import main_config  # noqa: E402
-from spade_mini.corpus import Corpus  # noqa: E402
+from spade_mini.agent import Job, play_episodes, play_settings  # noqa: E402
+from spade_mini.cli import main_config  # noqa: E402
+from spade_mini.designer import Corpus  # noqa: E402
 from spade_mini.envs import EXAMPLES, STARTER, STARTER_HELDOUT  # noqa: E402
-from spade_mini.model import load_policy  # noqa: E402
-from spade_mini.sandbox import SandboxLimits  # noqa: E402
+from spade_mini.policy import load_policy  # noqa: E402
 
 SETS = {"starter": STARTER, "heldout": STARTER_HELDOUT, "all": STARTER + STARTER_HELDOUT,
         "examples": [e for e in EXAMPLES if e.setting == "games"]}
@@ -61,8 +59,6 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated environment names")
     parser.add_argument("--episodes", type=int, default=16, help="seeds per environment, played in both arms")
     parser.add_argument("--batch", type=int, default=64, help="episodes per play_episodes call")
-    parser.add_argument("--warm-start-on", choices=["examples", "starter"], default="examples",
-                        help="'starter': the warm start also trains on STARTER (its own cache key)")
     parser.add_argument("--transcripts", type=Path)
     args = parser.parse_args(argv)
     cfg = main_config(extra if "--preset" in extra else ["--preset", "cpu-smoke", *extra],
@@ -73,19 +69,14 @@ def main() -> int:
     torch.manual_seed(cfg.seed)
     policy = load_policy(cfg)
     if cfg.warm_start_steps > 0:
-        if args.warm_start_on == "starter":  # the examples the warm start reads, its cache key too
-            warmstart.EXAMPLES = EXAMPLES + STARTER
         corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
         warmstart.warm_start(policy, cfg, corpus)
-        print(f"warm start: {warmstart.cache_folder(cfg)} ({len(warmstart.EXAMPLES)} examples)")
+        print(f"warm start: {warmstart.cache_folder(cfg)} ({cfg.examples} tier)")
     jobs = [Job(e.source, seed, arm, None, e.name) for e in envs for seed in range(args.episodes) for arm in ARMS]
-    limits = SandboxLimits(call_timeout_s=cfg.step_timeout_s)
     t0, episodes = time.time(), []
     torch.manual_seed(cfg.seed)
     for start in range(0, len(jobs), args.batch):
-        episodes += play_episodes(policy, jobs[start:start + args.batch], max_turns=cfg.max_turns,
-                                  max_new_tokens=cfg.turn_max_new_tokens, max_context_tokens=cfg.max_context_tokens,
-                                  limits=limits, return_mode=cfg.return_mode, template=cfg.agent_template)
+        episodes += play_episodes(policy, jobs[start:start + args.batch], **play_settings(cfg))
         print(f"played {len(episodes)}/{len(jobs)} episodes ({time.time() - t0:.0f} s)", flush=True)
 
     rows = []
