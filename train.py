@@ -8,9 +8,10 @@
 Each iteration (spade_mini/loop.py): the designer writes N environments, the sandbox validates
 them, the agent plays K paired seeds per environment with and without a hint, the designer is
 rewarded by hint-based regret, and one REINFORCE update trains both roles. Everything is written
-to runs/<name>/ (see spade_mini/run/rundir.py). Ctrl-C saves a checkpoint and exits. Under
-torchrun every process runs this same script on its share of each iteration, and rank 0 writes
-the run directory (spade_mini/run/distributed.py).
+to runs/<name>/ (see spade_mini/run/rundir.py). Ctrl-C saves a checkpoint and exits; a full
+disk stops the run with one sentence, and --resume continues either. Under torchrun every
+process runs this same script on its share of each iteration, and rank 0 writes the run
+directory (spade_mini/run/distributed.py).
 """
 import json
 import os
@@ -38,7 +39,7 @@ from spade_mini.evaluation import fixed_set_metrics  # noqa: E402
 from spade_mini.loop import State, one_iteration  # noqa: E402
 from spade_mini.policy import ModelError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
-from spade_mini.run import Reporter, RunDir, distributed  # noqa: E402
+from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
 from spade_mini.run import iteration_records, random_streams, restore_streams  # noqa: E402
 from spade_mini.sandbox import available_layers  # noqa: E402
 from spade_mini.warmstart import warm_start  # noqa: E402
@@ -47,6 +48,10 @@ from spade_mini.warmstart import warm_start  # noqa: E402
 def fail(message: str):
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def disk_refused(e: WriteError):  # what was saved before stays intact (spade_mini/run/durable.py)
+    fail(f"{e}; free space on that disk, then continue the run with --name {run.path.name} --resume.")
 
 
 # --- set-up: processes, run directory, policy, optimizer, skills, corpus, memory -------------
@@ -64,9 +69,13 @@ if cfg.resume and not cfg.name:
 run = RunDir(cfg.run_dir, distributed.from_main(cfg.name or time.strftime("%Y%m%d-%H%M%S")))
 if main and not cfg.resume and (run.path / "config.json").is_file():
     fail(f"{run.path} holds a run already; continue it with --resume, or pick another --name.")
-checkpoint = run.latest_checkpoint() if cfg.resume else None
+# the newest intact checkpoint, chosen by rank 0 (which says why it skips a damaged one)
+checkpoint = distributed.from_main(run.latest_checkpoint(report=print) if cfg.resume and main else None)
 if cfg.resume and checkpoint is None:
-    fail(f"no checkpoint in {run.path}; start it without --resume.")
+    if not saved.is_file():
+        fail(f"no checkpoint in {run.path}; start it without --resume.")
+    say(f"no intact checkpoint in {run.path}: starting it again from its first iteration.", flush=True)
+save_every = cfg.save_every or (10 if cfg.full_finetune else 1)  # a LoRA state is small: save every iteration
 torch.manual_seed(cfg.seed)  # every random draw from here on (sampling included) follows --seed
 try:
     skills = skills_for(cfg.setting, cfg.skills or None)
@@ -84,34 +93,39 @@ state = State(policy, optimizer, skills, corpus, memory, random.Random(distribut
 if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed started above
     torch.manual_seed(distributed.rank_seed(cfg.seed))
 
-if checkpoint is not None:  # every rank reads the checkpoint; rank 0 tidies the run directory
-    try:
-        done, state.potential, streams = run.load_checkpoint(checkpoint, policy, optimizer)
-    except ModelError as e:
-        fail(str(e))
-    state.iteration = done + 1
-    if len(streams) == world:
-        restore_streams(state.rng, streams[distributed.rank()])
-    else:
-        state.rng.seed(distributed.rank_seed(cfg.seed + state.iteration))
-        torch.manual_seed(distributed.rank_seed(cfg.seed + state.iteration))
-        say(f"resuming a run saved by {len(streams)} processes with {world}: weights, optimizer, "
-            "memory and learning potential carry over, and each process's random streams restart "
-            "from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
-    if memory is not None:
-        state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
+try:  # tidy the run directory, or write its first files
+    if checkpoint is not None:  # every rank reads the checkpoint; rank 0 tidies the run directory
+        try:
+            done, state.potential, streams = run.load_checkpoint(checkpoint, policy, optimizer)
+        except ModelError as e:
+            fail(str(e))
+        state.iteration = done + 1
+        if len(streams) == world:
+            restore_streams(state.rng, streams[distributed.rank()])
+        else:
+            state.rng.seed(distributed.rank_seed(cfg.seed + state.iteration))
+            torch.manual_seed(distributed.rank_seed(cfg.seed + state.iteration))
+            say(f"resuming a run saved by {len(streams)} processes with {world}: weights, optimizer, "
+                "memory and learning potential carry over, and each process's random streams restart "
+                "from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
+        if memory is not None:
+            state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
+            if main:  # the run's copy may be ahead of the checkpoint
+                run.write_text("memory.jsonl", (checkpoint / "memory.jsonl").read_text(encoding="utf-8"))
         if main:
-            state.memory.save(run.path / "memory.jsonl")  # the run's copy may be ahead of the checkpoint
-    if main:
-        run.truncate_after(done)
-    say(f"resumed {run.path} after iteration {done}", flush=True)
-elif main:
-    run.write_config(cfg)
-    if cfg.warm_start_steps > 0:  # supervised steps on the examples first (cached across runs)
-        run.write_rows("warm_start.jsonl", warm_start(policy, cfg, corpus))
-distributed.broadcast_parameters(policy.trainable_parameters())  # rank 0's warm start, everywhere
-if main and checkpoint is None and cfg.eval_every > 0:  # the learning curve starts before self-play
-    run.write_rows("metrics.jsonl", [{"iteration": -1, **fixed_set_metrics(policy, cfg)}])
+            run.truncate_after(done)
+        say(f"resumed {run.path} after iteration {done}", flush=True)
+    elif main:
+        if cfg.resume:  # a run stopped before its first checkpoint: drop what it wrote
+            run.truncate_after(-1)
+        run.write_config(cfg)
+        if cfg.warm_start_steps > 0:  # supervised steps on the examples first (cached across runs)
+            run.write_rows("warm_start.jsonl", warm_start(policy, cfg, corpus))
+    distributed.broadcast_parameters(policy.trainable_parameters())  # rank 0's warm start, everywhere
+    if main and checkpoint is None and cfg.eval_every > 0:  # the learning curve starts before self-play
+        run.write_rows("metrics.jsonl", [{"iteration": -1, **fixed_set_metrics(policy, cfg)}])
+except WriteError as e:
+    disk_refused(e)
 reporter = Reporter(cfg.report_to if main else "none", run.path)
 
 
@@ -119,6 +133,7 @@ def save(iteration: int):
     streams = distributed.all_gather(random_streams(state.rng))  # every rank's own, for an exact resume
     if main:
         run.save_checkpoint(iteration, policy, optimizer, state.memory, state.potential, streams)
+        run.remove_old_checkpoints(cfg.keep_checkpoints)
 
 
 def check_identical(when: str):  # --check-weights-every: a debug check of data parallelism
@@ -174,7 +189,7 @@ try:
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),
                         ret=fmt(row["no_hint_return"]), hint_ret=fmt(row["hint_return"]))
-        if (it + 1) % cfg.save_every == 0 or it + 1 == cfg.iterations or stop:
+        if (it + 1) % save_every == 0 or it + 1 == cfg.iterations or stop:
             save(it)
         if stop:
             tqdm.write(f"interrupted; resume with: python train.py --name {run.path.name} --resume")
@@ -182,6 +197,8 @@ try:
 except KeyboardInterrupt:
     tqdm.write("aborted without saving this iteration")
     raise SystemExit(130)
+except WriteError as e:
+    disk_refused(e)
 finally:
     phases.close()
     bar.close()
