@@ -8,10 +8,10 @@
 Each iteration (spade_mini/loop.py): the designer writes N environments, the sandbox validates
 them, the agent plays K paired seeds per environment with and without a hint, the designer is
 rewarded by hint-based regret, and one REINFORCE update trains both roles. Everything is written
-to runs/<name>/ (see spade_mini/run/rundir.py). Ctrl-C saves a checkpoint and exits; a full
-disk stops the run with one sentence, and --resume continues either. Under torchrun every
-process runs this same script on its share of each iteration, and rank 0 writes the run
-directory (spade_mini/run/distributed.py).
+to runs/<name>/ (see spade_mini/run/rundir.py). Ctrl-C, SIGTERM or SIGUSR1 finishes the
+iteration, saves a checkpoint and exits; a full disk stops the run with one sentence, and
+--resume continues either. Under torchrun every process runs this same script on its share of
+each iteration, and rank 0 writes the run directory (spade_mini/run/distributed.py).
 """
 import json
 import os
@@ -144,19 +144,26 @@ def check_identical(when: str):  # --check-weights-every: a debug check of data 
         fail(str(e))
 
 
-# Ctrl-C lets the current iteration finish, saves it and exits, so a checkpoint is always the
-# state between two iterations (a second Ctrl-C aborts at once, without saving).
-stop = []
+# Ctrl-C, SIGTERM (what SLURM, Kubernetes and `docker stop` send before a kill) and SIGUSR1
+# (SLURM's --signal) let the current iteration finish, save it and exit with 128 + the signal's
+# number, so a checkpoint is always the state between two iterations; a second signal aborts at
+# once, without saving. Under torchrun, Ctrl-C reaches torchrun too, which ends every process at
+# once, so only SIGTERM and SIGUSR1 are caught there (torchrun passes them on; README, Preemption).
+stop: list[int] = []  # the signals this process received
+stop_signals = (signal.SIGTERM, signal.SIGUSR1) + ((signal.SIGINT,) if world == 1 else ())
 
 
-def on_interrupt(*_):
-    stop.append(True)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    tqdm.write("stopping after this iteration; Ctrl-C again to abort without saving")
+def on_stop_signal(signum: int, _frame):
+    stop.append(signum)
+    if len(stop) > 1:
+        raise KeyboardInterrupt
+    if main:
+        tqdm.write(f"{signal.Signals(signum).name}: stopping after this iteration; "
+                   "a second signal aborts without saving")
 
 
-if world == 1:  # under torchrun, Ctrl-C reaches torchrun too, which ends every process at once
-    signal.signal(signal.SIGINT, on_interrupt)
+for sig in stop_signals:
+    signal.signal(sig, on_stop_signal)
 
 # --- the loop ------------------------------------------------------------------------------
 bar = tqdm(range(state.iteration, cfg.iterations), desc="iterations", initial=state.iteration,
@@ -189,17 +196,22 @@ try:
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),
                         ret=fmt(row["no_hint_return"]), hint_ret=fmt(row["hint_return"]))
-        if (it + 1) % save_every == 0 or it + 1 == cfg.iterations or stop:
+        # every rank stops after the same iteration: the first signal that any of them received
+        signals = [s for got in distributed.all_gather(stop[:1]) for s in got]
+        if (it + 1) % save_every == 0 or it + 1 == cfg.iterations or signals:
             save(it)
-        if stop:
-            tqdm.write(f"interrupted; resume with: python train.py --name {run.path.name} --resume")
-            raise SystemExit(130)
+        if signals:
+            say(f"stopped by {signal.Signals(signals[0]).name} after saving iteration {it}; "
+                f"resume with: python train.py --name {run.path.name} --resume", flush=True)
+            raise SystemExit(128 + signals[0])
 except KeyboardInterrupt:
     tqdm.write("aborted without saving this iteration")
-    raise SystemExit(130)
+    raise SystemExit(128 + (stop[-1] if stop else signal.SIGINT))
 except WriteError as e:
     disk_refused(e)
 finally:
+    for sig in stop_signals:  # past the loop, a signal ends the process at once
+        signal.signal(sig, signal.SIG_DFL)
     phases.close()
     bar.close()
     reporter.close()

@@ -1,11 +1,13 @@
-"""A run survives what disks do to it (train.py, spade_mini/run/durable.py): a damaged newest
-checkpoint is reported and skipped, and a full disk (a file-size limit here) stops the run with
-one sentence, damages nothing saved, and --resume continues, ending as the uninterrupted run."""
+"""A run survives what clusters and disks do to it (train.py, spade_mini/run/durable.py): a stop
+signal in the middle of an iteration saves that iteration, a damaged newest checkpoint is
+reported and skipped, and a full disk (a file-size limit here) stops the run with one sentence,
+damages nothing saved, and --resume continues. Each resumed run ends as the uninterrupted one."""
 import json
 import resource
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,50 @@ def _same_weights(a: Path, b: Path) -> bool:
 
 def _rows(run: Path, file: str = "metrics.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run / file).read_text().splitlines()]
+
+
+def _start_and_signal(tmp_path, name, *signals, extra=()) -> subprocess.CompletedProcess:
+    """Start a run and, once iteration 0 is written (so iteration 1 is under way), send `signals`
+    (one right after the other, so that iteration 1 is still under way for each)."""
+    proc = subprocess.Popen(train_command(tmp_path, name, *extra), cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    metrics = tmp_path / name / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while not (metrics.is_file() and metrics.read_text().strip()) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    for sig in signals:
+        proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+# --- preemption -----------------------------------------------------------------------------
+
+def test_sigterm_mid_iteration_saves_that_iteration_and_the_resumed_run_matches(tmp_path):
+    rare = ("--iterations", "4", "--save-every", "100")  # so the only early checkpoint is the signal's
+    whole = _ok(tmp_path, "whole", *rare)
+    out = _start_and_signal(tmp_path, "split", signal.SIGTERM, extra=rare)
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "stopped by SIGTERM" in out.stdout
+    split = tmp_path / "split"
+    done = _rows(split)[-1]["iteration"]
+    assert done < 3 and [p.name for p in RunDir(tmp_path, "split").checkpoints()] == [f"checkpoint-{done}"]
+
+    out = _resume(tmp_path, "split", "--iterations", "4")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"resumed {split} after iteration {done}" in out.stdout
+    assert _comparable(split) == _comparable(whole)
+    assert _same_weights(split / "checkpoint-3", whole / "checkpoint-3")
+
+
+def test_a_second_signal_aborts_without_saving(tmp_path):
+    out = _start_and_signal(tmp_path, "twice", signal.SIGUSR1, signal.SIGTERM,
+                            extra=("--iterations", "4", "--save-every", "100"))
+    assert out.returncode == 128 + signal.SIGTERM, out.stderr[-2000:]
+    assert "SIGUSR1: stopping after this iteration" in out.stdout
+    assert "aborted without saving" in out.stdout
+    assert not list((tmp_path / "twice").glob("*checkpoint-*"))
 
 
 # --- damaged checkpoints --------------------------------------------------------------------
