@@ -68,7 +68,8 @@ def main() -> int:
     if not args.plot_only:
         cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "cpu-smoke", "--iterations",
                str(args.iterations), "--eval-every", str(args.eval_every), "--save-every",
-               str(max(1, args.iterations // 4)), "--run-dir", args.run_dir, "--name", args.name, *extra]
+               str(max(1, args.iterations // 4)), "--keep-checkpoints", "0", "--run-dir", args.run_dir,
+               "--name", args.name, *extra]
         print(" ".join(cmd), flush=True)
         t0 = time.time()
         if subprocess.run(cmd).returncode != 0:
