@@ -98,7 +98,8 @@ def test_a_sandbox_cannot_reach_its_sibling(sandbox):
     outcomes = results(sandbox, [a.format(pid=target) for a in ATTACKS])
     assert all_failed(outcomes), outcomes
     assert sibling.step("\\boxed{0}")[0] in ("Wrong.", "Correct.")  # alive and unchanged
-    assert os.getpriority(os.PRIO_PROCESS, target) == 0
+    # the niceness it inherited from us (not 0: the tests may run under `nice`), not the 19 asked for
+    assert os.getpriority(os.PRIO_PROCESS, target) == os.getpriority(os.PRIO_PROCESS, 0)
 
 
 @requires('pidns')
