@@ -112,10 +112,23 @@ def test_a_damaged_newest_checkpoint_is_reported_and_skipped(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     reports = [ln for ln in out.stdout.splitlines() if "is damaged" in ln]
     assert reports == [f"{run / 'checkpoint-1'} is damaged (trainable.safetensors holds 1000 bytes, "
-                       f"not {size}); skipping it for the checkpoint before it."]
+                       f"not {size}); resuming from an earlier checkpoint instead."]
     assert f"resumed {run} after iteration 0" in out.stdout and "Traceback" not in out.stderr
     assert [r["iteration"] for r in _rows(run)] == [0, 1, 2]
     assert [checkpoint_damage(p) for p in RunDir(tmp_path, "cut").checkpoints()] == [None] * 3
+
+
+def test_a_run_without_an_intact_checkpoint_starts_again(tmp_path):
+    """What a requeued job meets when it was stopped before its first save, or when its only
+    checkpoint is damaged: --resume starts the run again from its own config."""
+    run = _ok(tmp_path, "again", "--iterations", "1")
+    first = _comparable(run)
+    (run / "checkpoint-0" / "state.pt").write_bytes(b"")
+    out = _resume(tmp_path, "again", "--iterations", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "checkpoint-0 is damaged (state.pt holds 0 bytes" in out.stdout
+    assert f"no intact checkpoint in {run}: starting it again from its first iteration." in out.stdout
+    assert _comparable(run) == first and checkpoint_damage(run / "checkpoint-0") is None
 
 
 def test_the_manifest_catches_what_a_disk_or_a_copy_does(tmp_path):

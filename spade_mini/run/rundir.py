@@ -109,11 +109,15 @@ class RunDir:
         append_text(self.path / file, "".join(json.dumps(row, default=str) + "\n" for row in rows))
 
     def truncate_after(self, iteration: int) -> None:
-        """On resume, drop what iterations after the checkpoint wrote (they will be redone), and
-        a last line that a kill cut short."""
+        """On resume, drop what iterations after the checkpoint wrote (they will be redone), a
+        last line that a kill cut short, and the later checkpoints (damaged, or --resume would
+        have taken them)."""
         for env in (self.path / "envs").glob("it*.py"):
             if int(env.name[2:6]) > iteration:
                 env.unlink()
+        for folder in self.checkpoints():
+            if int(folder.name.split("-")[1]) > iteration:
+                shutil.rmtree(folder)
         for file in ("metrics.jsonl", "samples.jsonl"):
             path = self.path / file
             if path.is_file():
@@ -177,7 +181,7 @@ class RunDir:
             if problem is None:
                 return folder
             if report is not None:
-                report(f"{folder} is damaged ({problem}); skipping it for the checkpoint before it.")
+                report(f"{folder} is damaged ({problem}); resuming from an earlier checkpoint instead.")
         return None
 
     def remove_old_checkpoints(self, keep: int) -> None:
