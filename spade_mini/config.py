@@ -155,8 +155,10 @@ class Config:
     """Parent folder of run directories."""
     name: str = ""
     """Run name (a folder under run_dir); empty means a time stamp."""
-    save_every: int = 10
-    """Write a checkpoint every this many iterations."""
+    save_every: int = 0
+    """Write a checkpoint every this many iterations; 0: every iteration with LoRA (a small state), every 10 with --full-finetune."""
+    keep_checkpoints: int = 3
+    """Keep the newest this many checkpoints, deleting older ones once a new one is saved (0: keep every one)."""
     resume: bool = False
     """Continue the run named --name from its last checkpoint."""
     report_to: str = "none"
@@ -190,6 +192,9 @@ class Config:
                 raise ConfigError(f"graded invalid rewards must stay below {floor}, the least a valid "
                                   f"design can earn; lower --invalid-reward (now {self.invalid_reward}) "
                                   "or use --invalid-reward-mode constant.")
+        if self.save_every < 0 or self.keep_checkpoints < 0:
+            raise ConfigError("--save-every and --keep-checkpoints count iterations and checkpoints; "
+                              "give 0 or more (0 means every iteration with LoRA, and keep every one).")
         if self.full_finetune and self.separate_adapters:
             raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
                               "fine-tuning has none of; drop one of the two flags.")
@@ -226,7 +231,7 @@ PRESETS: dict[str, dict] = {
         model="embedded", quantize="none", iterations=3, designs_per_iteration=4,
         plays_per_design=8, design_max_new_tokens=400, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=2048, corpus_max_words=60,
-        save_every=1, lora_r=16, lora_alpha=32, lr=5e-4, hint_source="env", micro_batch=4,
+        lora_r=16, lora_alpha=32, lr=5e-4, hint_source="env", micro_batch=4,
         examples="starter", eval_seeds=16,
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
         warm_start_designs=2, warm_start_turns=8,

@@ -73,12 +73,17 @@ def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
     assert state.iteration == 1
 
 
+def train_command(tmp_path, name, *extra) -> list[str]:
+    """train.py on the tiny model and the fixed pool: about a second per iteration."""
+    return [sys.executable, "train.py", "--model", "tiny", "--fixed-pool", "--designs-per-iteration", "2",
+            "--plays-per-design", "2", "--max-turns", "2", "--turn-max-new-tokens", "6",
+            "--temperature", "1.0", "--run-dir", str(tmp_path), "--name", name, "--save-every", "1",
+            "--preset", "cpu-smoke", *extra]
+
+
 def _train(tmp_path, name, *extra):
-    cmd = [sys.executable, "train.py", "--model", "tiny", "--fixed-pool", "--designs-per-iteration", "2",
-           "--plays-per-design", "2", "--max-turns", "2", "--turn-max-new-tokens", "6",
-           "--temperature", "1.0", "--run-dir", str(tmp_path), "--name", name, "--save-every", "1",
-           "--preset", "cpu-smoke", *extra]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(train_command(tmp_path, name, *extra), cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     sandbox_lines = [ln for ln in out.stdout.splitlines() if ln.startswith("sandbox: ")]
     assert len(sandbox_lines) == 1 and "rlimits" in sandbox_lines[0]  # the active layers, once
