@@ -59,8 +59,8 @@ def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
     assert seeds["no_hint"] == seeds["hint"]  # paired seeds
     assert row["valid_fraction"] == 0.5 and row["designs"] == 2
     # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is graded
-    # at "reset": -1 + (4 + 1) * 0.5 / 11 under the debiased regret (README table)
-    assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 * 0.5 / 11)
+    # at "reset": -1 + (4 + 1) / 11 under the default blend reward (README table)
+    assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 / 11)
     assert designs[0].reward == scores[designs[0].id].reward
     assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
     for key in ("no_hint_return", "hint_return", "regret", "agent_loss", "designer_loss",
@@ -219,7 +219,7 @@ def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
     assert score.failure and "crashed in play" in score.failure and score.regret is None
     # ... and is invalid after play, at the last stage of the graded table
     assert not designs[0].valid and designs[0].stage == "play"
-    assert designs[0].reward == pytest.approx(-1 + 9 * 0.5 / 11)
+    assert designs[0].reward == pytest.approx(-1 + 9 / 11)  # "play", under the default blend reward
     assert row["crashed_episodes"] >= 1 and row["regret"] is None
 
 
