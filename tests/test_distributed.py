@@ -297,19 +297,22 @@ def _worker(parent: int, rank: int) -> int | None:
 
 
 def test_a_signal_to_one_rank_stops_every_rank_after_the_same_iteration(tmp_path):
-    """SIGUSR1 reaches rank 1 alone while iteration 1 runs: the ranks gather their stop flags, so
-    both finish iteration 1, rank 0 writes its one checkpoint, and both exit."""
-    cmd = _command(tmp_path, "--name", "stop", "--iterations", "4", "--save-every", "100")
+    """SIGUSR1 reaches rank 1 alone once iteration 0 is written: the ranks gather their stop
+    flags, so both finish the same iteration, rank 0 writes its one checkpoint, and both exit."""
+    cmd = _command(tmp_path, "--name", "stop", "--iterations", "8", "--save-every", "100")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     metrics = tmp_path / "stop" / "metrics.jsonl"
-    while not (metrics.is_file() and metrics.read_text().strip()) and proc.poll() is None:
+    rank1 = None
+    while not (rank1 and metrics.is_file() and metrics.read_text().strip()) and proc.poll() is None:
+        rank1 = rank1 or _worker(proc.pid, 1)
         time.sleep(0.02)
-    rank1 = _worker(proc.pid, 1)
     assert rank1 is not None, proc.communicate()[1][-3000:]
     os.kill(rank1, signal.SIGUSR1)
     stdout, stderr = proc.communicate(timeout=600)
-    assert "stopped by SIGUSR1 after saving iteration 1" in stdout, stderr[-3000:]
-    assert [r["iteration"] for r in _comparable(tmp_path / "stop")] == [0, 1]
-    assert sorted(p.name for p in (tmp_path / "stop").glob("checkpoint-*")) == ["checkpoint-1"]
-    assert len(torch.load(tmp_path / "stop" / "checkpoint-1" / "state.pt", weights_only=False)["streams"]) == WORLD
+    done = _comparable(tmp_path / "stop")[-1]["iteration"]
+    assert f"stopped by SIGUSR1 after saving iteration {done}" in stdout and done < 7, stderr[-3000:]
+    assert [r["iteration"] for r in _comparable(tmp_path / "stop")] == list(range(done + 1))
+    assert sorted(p.name for p in (tmp_path / "stop").glob("checkpoint-*")) == [f"checkpoint-{done}"]
+    state = torch.load(tmp_path / "stop" / f"checkpoint-{done}" / "state.pt", weights_only=False)
+    assert len(state["streams"]) == WORLD

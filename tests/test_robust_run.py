@@ -62,13 +62,13 @@ def _start_and_signal(tmp_path, name, *signals, extra=()) -> subprocess.Complete
     proc = subprocess.Popen(train_command(tmp_path, name, *extra), cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     metrics = tmp_path / name / "metrics.jsonl"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 600  # iteration 0 takes seconds, or minutes on a crowded machine
     while not (metrics.is_file() and metrics.read_text().strip()) and proc.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     for sig in signals:
         proc.send_signal(sig)
-    stdout, stderr = proc.communicate(timeout=300)
+    stdout, stderr = proc.communicate(timeout=600)
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
