@@ -49,6 +49,12 @@ def run_name(name: str, arm: str, seed: int) -> str:
     return f"{name}-{arm}-s{seed}"
 
 
+def arm_seed(key: str) -> tuple[str, str]:
+    """The arm and seed of a run name made by run_name."""
+    *_, arm, seed = key.split("-")
+    return arm, seed[1:]
+
+
 def train(cmd: list[str], log: Path) -> int:
     """One train.py process, one thread (two of them share the two cores)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -99,7 +105,7 @@ def table(summary: dict) -> str:
     lines = ["| arm | seed | warm start | last eval | paired delta [95% CI] | McNemar p | valid fraction first/last third |",
              "|---|---|---|---|---|---|---|"]
     for key, s in summary["runs"].items():
-        arm, seed = key.rsplit("-s", 1)
+        arm, seed = arm_seed(key)
         first, last = s["points"][0], s["points"][-1]
         valid = [r["valid_fraction"] for r in s["iterations"] if r["valid_fraction"] is not None]
         a, b = thirds(valid) if arm == "spade" else (None, None)
@@ -135,7 +141,7 @@ def plot(summary: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     colours = {"spade": "tab:blue", "fixed": "tab:orange"}
     for key, s in summary["runs"].items():
-        arm = key.rsplit("-s", 1)[0]
+        arm = arm_seed(key)[0]
         pts = s["points"]
         xs = [p["iteration"] for p in pts]
         axes[0].plot(xs, [p["solve_rate"] for p in pts], marker="o", ms=3, color=colours[arm], label=key)
