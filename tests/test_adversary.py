@@ -45,3 +45,43 @@ def test_regret_does_not_pay_punishing_the_unhinted_arm():
     breaker = _scored({"no_hint": [-1.0] * 4, "hint": [1.0] * 4}, "regret")
     keeper = _scored({"no_hint": [0.0] * 4, "hint": [1.0] * 4}, "regret")
     assert breaker.reward == keeper.reward == 1.0 and breaker.regret == 1.0  # 2.0 before
+
+
+# ---- 7. consumers trust shapes: every field a consumer reads has a bound and a shape check ----
+
+def _design(source: str, reasons=(), valid=True):
+    from spade_mini.designer import Design, skills_for
+    from spade_mini.policy import Completion
+    return Design("it0000-00", 0, skills_for("games")[0], None, [], Completion("", [], [], True),
+                  source, None, valid, list(reasons), 0, 1)
+
+
+def test_a_designers_docstring_cannot_flood_the_next_designer_prompt():
+    from spade_mini.designer import Memory, design_record
+    from spade_mini.designer.prompts import designer_prompt
+    title = "Guess the number " + "and more " * 5_000  # one docstring line of 45,000 characters
+    source = f'class LongEnv:\n    """{title}"""\n    def reset(self, seed=None):\n        return "", {{}}\n'
+    memory = Memory()
+    for i in range(3):  # three such designs once pushed the prompt past the model's context
+        record = design_record(_design(source))
+        record.id, record.no_hint_solve_rate, record.regret = f"d{i}", 0.5, 0.2
+        memory.add(record)
+    chat = designer_prompt(_design(source).skill, None, memory.render(memory.select(
+        _design(source).skill.key, __import__("random").Random(0), references=2)))
+    bare = designer_prompt(_design(source).skill, None, "")
+    assert all("\n" not in r.title and len(r.title) <= 120 for r in memory.records)
+    assert len(chat[1]["content"]) < len(bare[1]["content"]) + 2 * 1400  # two references at most
+
+
+def test_a_multi_line_reason_stays_a_comment_in_the_written_design(tmp_path):
+    import ast
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("design", Path(__file__).parents[1] / "design.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    source = "class QuietEnv:\n    pass\n"
+    reason = "load: EnvRuntimeError: boom\nimport os\nos.system('touch /tmp/spade-owned')"
+    script.write_designs([_design(source, [reason], valid=False)], tmp_path)
+    written = (tmp_path / "it0000-00.py").read_text()
+    assert ast.dump(ast.parse(written)) == ast.dump(ast.parse(source))  # the design, nothing else

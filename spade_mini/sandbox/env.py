@@ -32,7 +32,7 @@ import gymnasium
 from spade_mini.sandbox.limits import (EnvCrashed, EnvLoadError, EnvProtocolError, SandboxError,
                                        SandboxLimits)
 from spade_mini.sandbox.process import Child, available_layers, start_error
-from spade_mini.sandbox.protocol import check_shape
+from spade_mini.sandbox.protocol import check_shape, tools_problem
 from spade_mini.sandbox.source import MAX_SOURCE_CHARS, SourceError, imported_modules, parse_source
 from spade_mini.sandbox.spaces import into_space, text_space
 from spade_mini.sandbox.worker import ALLOWED_IMPORTS
@@ -188,6 +188,10 @@ class SandboxedEnv(gymnasium.Env):
             self._await_ready()
         obs, info = self._call("reset", (str, dict), self._until(limits.call_timeout_s, end),
                                limits.max_obs_chars, seed=seed)
+        problem = tools_problem(info["tools"]) if "tools" in info else None
+        if problem is not None:  # consumers read the specs' fields: refuse what they cannot
+            self._stop()
+            raise EnvProtocolError(problem)
         return self._observation(obs), info
 
     def step(self, action: str):

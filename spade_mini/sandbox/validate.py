@@ -7,7 +7,8 @@ which check failed first, as a stage of `STAGES`, and why, as human-readable rea
     syntax     the source does not parse (or is too long or too deeply nested)
     structure  not exactly one top-level *Env class, or an import outside the allowlist
     load       running the module or the constructor fails or times out
-    reset      reset fails, returns the wrong types, or is not deterministic for a seed
+    reset      reset fails, returns the wrong types (info["tools"]: protocol.tools_problem),
+               or is not deterministic for a seed
     step       a probe step fails, returns the wrong types, or a reward outside [-10, 10]
     episode    an episode of probe actions crashes, times out or never ends; an invalid action
                (\\boxed{test}, an empty reply, an unknown tool) is rewarded; or hint() fails

@@ -1,0 +1,36 @@
+"""Environments as adversaries, at the sandbox (issue 25): what a child can learn about the host
+and its siblings, whether validation looks like play, whether a seed is one episode, and the
+shapes of what a reset hands to consumers. Each environment here passed validate_env before
+its class was closed. Run as root and again as an unprivileged user
+(tests/test_sandbox_unprivileged.py)."""
+import pytest
+from hostile import FAST, SIMPLE
+
+from spade_mini.sandbox import EnvProtocolError, SandboxedEnv, validate_env
+
+
+# ---- 7. a consumer reads every field of info["tools"]: its shape is checked at the boundary ----
+
+NO_PARAMETERS = '''
+class PriceEnv:
+    """Find the price of tea."""
+    def reset(self, seed=None):
+        self.price = 3 + (seed or 0) % 5
+        tools = [{"type": "function", "function": {"name": "price", "description": "a price"}}]
+        return "Find the price of tea.", {"tools": tools}
+    def step(self, action):
+        won = action == "<answer>%d</answer>" % self.price
+        return ("Right." if won else "Wrong."), float(won), True, False, {}
+'''
+
+
+def test_tool_specs_without_parameters_are_refused_before_any_consumer_reads_them():
+    result = validate_env(NO_PARAMETERS, limits=FAST, require_solution=False)
+    assert result.stage == "reset" and "tool spec" in " ".join(result.reasons), result.reasons
+    with SandboxedEnv(NO_PARAMETERS, limits=FAST) as env, pytest.raises(EnvProtocolError):
+        env.reset(seed=0)
+    many = NO_PARAMETERS.replace('"description": "a price"}}]',
+                                 '"description": "x" * 9000, "parameters": {}}}]')
+    assert "longer than" in " ".join(validate_env(many, limits=FAST, require_solution=False).reasons)
+    with SandboxedEnv(SIMPLE, limits=FAST) as env:  # no tools: nothing to check
+        env.reset(seed=0)
