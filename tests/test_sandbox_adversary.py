@@ -3,10 +3,30 @@ and its siblings, whether validation looks like play, whether a seed is one epis
 shapes of what a reset hands to consumers. Each environment here passed validate_env before
 its class was closed. Run as root and again as an unprivileged user
 (tests/test_sandbox_unprivileged.py)."""
-import pytest
-from hostile import FAST, SIMPLE
+import os
 
+import pytest
+from hostile import FAST, SIMPLE, requires, step_once
+
+from spade_mini.envs import ENV_DIR, HELDOUT
 from spade_mini.sandbox import EnvProtocolError, SandboxedEnv, validate_env
+
+
+# ---- 2. no side channel through the file system: a child stats nothing of the host --------------
+
+@requires("mntns")
+def test_a_child_cannot_stat_host_pids_sibling_threads_or_file_sizes(sandbox):
+    sibling = sandbox(SIMPLE)
+    sibling.reset(seed=0)
+    held_out = ENV_DIR / f"{HELDOUT[0].name}.py"
+    targets = [f"/proc/{os.getpid()}", f"/proc/{sibling._child.env_pid}/task", "/proc/self",
+               "/proc/1", str(held_out), str(ENV_DIR), "/etc/passwd", "/sys/kernel", "/var"]
+    step = ('os = worker()["os"]\n'
+            f'r = [attempt(lambda p: (os.stat(p).st_size, os.stat(p).st_nlink), p) for p in {targets!r}]\n'
+            'return "|".join(r), 0.0, False, False, {}')
+    outcomes = step_once(sandbox, step)[0].split("|")
+    assert outcomes == ["FileNotFoundError"] * len(targets), list(zip(targets, outcomes))
+    assert os.stat(held_out).st_size > 0 and os.path.isdir(f"/proc/{sibling._child.env_pid}/task")
 
 
 # ---- 7. a consumer reads every field of info["tools"]: its shape is checked at the boundary ----
@@ -34,3 +54,4 @@ def test_tool_specs_without_parameters_are_refused_before_any_consumer_reads_the
     assert "longer than" in " ".join(validate_env(many, limits=FAST, require_solution=False).reasons)
     with SandboxedEnv(SIMPLE, limits=FAST) as env:  # no tools: nothing to check
         env.reset(seed=0)
+
