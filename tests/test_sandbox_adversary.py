@@ -7,6 +7,7 @@ import os
 
 import pytest
 from hostile import FAST, SIMPLE, requires, step_once
+from test_sandbox_solution import SOLVED
 
 from spade_mini.envs import ENV_DIR, HELDOUT
 from spade_mini.sandbox import EnvProtocolError, SandboxedEnv, validate_env
@@ -55,3 +56,38 @@ def test_tool_specs_without_parameters_are_refused_before_any_consumer_reads_the
     with SandboxedEnv(SIMPLE, limits=FAST) as env:  # no tools: nothing to check
         env.reset(seed=0)
 
+
+# ---- 3. validation looks like play: fresh children, drawn seeds, junk checked at every step ----
+
+# Play resets a fresh child once; the old validation reset one child about ten times and
+# junk-checked only the first step after a reset. Each of these passed it, then paid junk in play.
+COUNTS_RESETS = SOLVED.replace("    def reset(self, seed=None):\n", """    resets = 0
+    def reset(self, seed=None):
+        self.resets += 1
+""").replace("won = action.strip() ==", "won = self.resets == 1 or action.strip() ==")
+PAYS_JUNK_LATER = SOLVED.replace(
+    "won = action.strip() ==",
+    "won = (self.turns > 1 and action.strip() in ('\\\\boxed{test}', '')) or action.strip() ==")
+
+
+@pytest.mark.parametrize("source", [COUNTS_RESETS, PAYS_JUNK_LATER],
+                         ids=["counts_resets", "pays_junk_from_its_second_step"])
+def test_an_environment_that_pays_junk_only_in_play_fails_validation(source):
+    assert source != SOLVED and validate_env(SOLVED, limits=FAST).ok
+    v = validate_env(source, limits=FAST)
+    assert v.stage in ("step", "episode") and any("must earn nothing" in r for r in v.reasons), \
+        v.reasons
+
+
+# ---- 4. paired seeds are paired: the probe episode is replayed in a fresh child ---------------
+
+ENTROPY_IN_STEP = SOLVED.replace('return ("Correct." if won else "Wrong.")',
+                                 'return ("Correct." if won else "Wrong. %.3f" % '
+                                 'random.SystemRandom().random())')
+
+
+def test_entropy_in_step_fails_validation_because_a_replay_differs():
+    assert ENTROPY_IN_STEP != SOLVED
+    v = validate_env(ENTROPY_IN_STEP, limits=FAST)
+    assert v.stage == "episode" and any("replayed in a fresh child" in r for r in v.reasons), \
+        v.reasons

@@ -61,11 +61,11 @@ from spade_mini.sandbox.env import SandboxedEnv, start_envs
 from spade_mini.sandbox.limits import (EnvCrashed, EnvLoadError, EnvProtocolError,
                                        EnvRuntimeError, EnvTimeout, SandboxError, SandboxLimits)
 from spade_mini.sandbox.process import available_layers
-from spade_mini.sandbox.solution import SOLUTION_SEEDS, Solved, solve
+from spade_mini.sandbox.solution import SOLUTION_EPISODES, Solved, solve
 from spade_mini.sandbox.source import MAX_AST_DEPTH, MAX_SOURCE_CHARS, SourceError, parse_source
 from spade_mini.sandbox.validate import STAGES, Validation, validate_env
 
 __all__ = ["SandboxedEnv", "SandboxLimits", "SandboxError", "EnvLoadError", "EnvTimeout",
            "EnvCrashed", "EnvRuntimeError", "EnvProtocolError", "validate_env", "Validation",
            "STAGES", "SourceError", "parse_source", "MAX_SOURCE_CHARS", "MAX_AST_DEPTH",
-           "start_envs", "available_layers", "solve", "Solved", "SOLUTION_SEEDS"]
+           "start_envs", "available_layers", "solve", "Solved", "SOLUTION_EPISODES"]

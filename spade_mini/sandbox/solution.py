@@ -10,9 +10,10 @@ episode. They are the answer, so `SandboxedEnv` has no way to ask for them (it o
                                            their own
     launch_solver, solution_reasons        validate_env's `solution` stage
 
-The stage gets solution() on SOLUTION_SEEDS from a child of its own (launched when validation
-starts, so that it loads while the first stages run), then plays in the validation child, where
-solution() never runs (so nothing it does can help a play):
+The stage gets solution() on SOLUTION_EPISODES seeds (drawn as play draws its seeds) from a
+child of its own (launched when validation starts, so that it loads while the first stages
+run), then plays every episode in a fresh child, as play does (episodes.py), where solution()
+never runs (so nothing it does can help a play):
 
   * each seed's solution on its seed: it must win, i.e. end the episode with terminated=True
     and a positive reward;
@@ -29,9 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spade_mini.sandbox.env import SandboxedEnv
+from spade_mini.sandbox.episodes import Fresh, play
 from spade_mini.sandbox.limits import EnvProtocolError, EnvRuntimeError, SandboxLimits
 
-SOLUTION_SEEDS = (1, 2, 3, 4)
+SOLUTION_EPISODES = 4  # seeds whose solution() must win
 NO_SOLUTION = ("the environment defines no solution(); add solution(self) -> list[str], the "
                "actions that win the current episode, so validation can prove it can be won")
 
@@ -94,24 +96,12 @@ def launch_solver(source: str, limits: SandboxLimits | None, deadline: float | N
     return _Solver.launch(source, limits, deadline)
 
 
-def play(env: SandboxedEnv, seed: int, actions: Sequence[str]) -> tuple[bool, str]:
-    """Reset `env` to `seed`, step `actions` until the episode ends: (won, how it ended)."""
-    env.reset(seed=seed)
-    for turn, action in enumerate(actions, 1):
-        obs, reward, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            end = "terminated" if terminated else "truncated"
-            how = f"at turn {turn} ({end}, reward {reward:g}): {obs[:160]!r}"
-            return terminated and reward > 0, how
-    return False, f"with the episode still running after its last action (turn {len(actions)})"
-
-
-def solution_reasons(env: SandboxedEnv, solver: _Solver, *, max_turns: int,
-                     seeds: Sequence[int] = SOLUTION_SEEDS) -> list[str]:
+def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_turns: int,
+                     seeds: Sequence[int]) -> list[str]:
     """validate_env's `solution` stage: why the solution does not prove the environment a fair
-    task (none: it does). `env` is the validation child, in which solution() never runs;
+    task (none: it does). `fresh` gives the children that play, in which solution() never runs;
     `solver` comes from `launch_solver`, with the same source."""
-    if not env.has_solution:
+    if not has_solution:
         return [NO_SOLUTION]
     solver.ready()
     solutions = []
@@ -128,9 +118,9 @@ def solution_reasons(env: SandboxedEnv, solver: _Solver, *, max_turns: int,
     solver.close()
     lost = []
     for seed, actions in zip(seeds, solutions):
-        won, how = play(env, seed, actions)
-        if not won:
-            lost.append(f"solution() lost on seed {seed} {how}")
+        trace = play(fresh, seed, actions)
+        if not trace.won:
+            lost.append(f"solution() lost on seed {seed} {trace.ending()}")
     if lost:
         return lost
     others = solutions[1:] + solutions[:1]  # seed i gets the solution of seed i + 1
@@ -141,7 +131,7 @@ def solution_reasons(env: SandboxedEnv, solver: _Solver, *, max_turns: int,
               "a win must depend on what the agent does")]
     reasons = []
     for claim, plays, fix in blind:
-        wins = sum(play(env, seed, actions)[0] for seed, actions in zip(seeds, plays))
+        wins = sum(play(fresh, seed, actions).won for seed, actions in zip(seeds, plays))
         if 2 * wins > len(seeds):
             reasons.append(f"{claim} on {wins}/{len(seeds)} seeds; {fix}")
     return reasons
