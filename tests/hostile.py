@@ -66,6 +66,12 @@ def spin_thread():
     thread = worker()["__builtins__"].__import__("_thread")
     thread.start_new_thread(lambda: [0 for _ in iter(int, 1)], ())
 
+def wait(seconds):
+    """Block for `seconds` without using the CPU (a lock nobody releases; a futex wait)."""
+    lock = worker()["__builtins__"].__import__("_thread").allocate_lock()
+    lock.acquire()
+    lock.acquire(timeout=seconds)
+
 def spin(seconds):
     clock = worker()["sys"].modules["time"].monotonic
     end = clock() + seconds
@@ -87,6 +93,12 @@ class CountEnv:
     def hint(self):
         return "The digit is %d." % self.target
 '''
+
+
+def stalling(seconds: float) -> str:
+    """SIMPLE, whose every step first waits `seconds` (just under a deadline, say)."""
+    return KIT + SIMPLE.replace("        self.turns += 1\n",
+                                f"        self.turns += 1\n        wait({seconds})\n")
 
 
 @functools.cache

@@ -136,3 +136,49 @@ def test_observations_hints_and_tool_descriptions_cannot_forge_chat_turns(tiny_p
     specials = {qwen.convert_tokens_to_ids(t) for t in ("<|vision_start|>", "<|fim_prefix|>")}
     assert ids.count(start) == 3 and not specials & set(ids)  # system (tools), user, generation
     assert ids.count(qwen.convert_tokens_to_ids("<|im_end|>")) == 2
+
+
+# ---- 5. one slow design does not stall the batch: concurrent steps, a budget per design ------
+
+class Reply:
+    """A policy that answers every turn at once with the same action."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def prompt_ids(self, chat):
+        return [0]
+
+    def generate(self, chats, max_new_tokens, temperature=None):
+        from spade_mini.policy import Completion
+        return [Completion(self.text, [0], [1], True) for _ in chats]
+
+
+def test_one_stalling_design_costs_the_batch_at_most_its_budget():
+    import time
+
+    from hostile import SIMPLE, stalling
+
+    from spade_mini.agent import play_episodes
+    from spade_mini.sandbox import SandboxLimits
+    budget = 1.0
+    jobs = [Job(SIMPLE, seed, arm, "a hint", "benign") for seed in range(3)
+            for arm in ("no_hint", "hint")]
+    jobs += [Job(stalling(2.5), seed, "no_hint", None, "stall") for seed in range(4)]
+    turns = []
+    episodes = play_episodes(Reply("\\boxed{0}"), jobs, max_turns=10, design_budget_s=budget,
+                             limits=SandboxLimits(call_timeout_s=3.0),
+                             on_turn=lambda turn, live: turns.append(time.monotonic()))
+    benign = [e for e in episodes if e.job.design_id == "benign"]
+    stalled = [e for e in episodes if e.job.design_id == "stall"]
+    assert all(e.end_reason == "truncated" and len(e.turns) == 10 for e in benign), \
+        [e.end_reason for e in benign]
+    assert all(e.crashed == "step" and "used up its 1 s" in e.end_reason for e in stalled)
+    # one after another, the stalling steps alone would wait 4 x 10 x 2.5 = 100 s
+    assert turns[-1] - turns[0] < budget + 2.0
+    cfg = Config(model="tiny")
+    scores, _ = score_playables([Playable("benign", "s", "games", SIMPLE),
+                                 Playable("stall", "s", "games", jobs[-1].source)], episodes, cfg,
+                                LearningPotential())
+    assert "used up its" in scores["stall"].failure and scores["benign"].failure is None
+

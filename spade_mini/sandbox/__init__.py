@@ -7,7 +7,8 @@ persistent child, seeded as gymnasium seeds (`reset()` continues the stream of t
 `validate_env` runs the checks a design must pass, and says at which of `STAGES` it failed;
 `solve` returns the privileged answers of episodes (each seed's hint() and solution()) for
 validation and the leak check, never for play; `parse_source` is the one bounded way to parse
-untrusted source in the trainer; `start_envs` starts many children at once;
+untrusted source in the trainer; `start_envs` starts many children at once, and `reset_envs`
+and `step_envs` call many at once (a turn of play waits for its slowest child, not the sum);
 `available_layers()` lists the kernel layers this machine gives every child (train.py prints
 them).
 
@@ -19,6 +20,8 @@ them).
     env.py       SandboxedEnv, start_envs                   (trainer side)
     validate.py  validate_env, Validation, STAGES           (trainer side)
     solution.py  solve, Solved; the solution stage          (trainer side)
+    episodes.py  Fresh, Trace: episodes in fresh children   (trainer side)
+    batch.py     reset_envs, step_envs: many calls at once  (trainer side)
     worker.py    load the environment and serve it          (child side)
     kernel.py    the kernel layers, applied in order        (child side)
     rootfs.py    the root file system of layer mntns        (child side)
@@ -57,6 +60,7 @@ Not covered: kernel exploits (that needs a VM or gVisor), timing side channels (
 CPU load that siblings cause), and the CPU a spinning environment steals until its deadline.
 `options` in reset() is ignored.
 """
+from spade_mini.sandbox.batch import reset_envs, step_envs
 from spade_mini.sandbox.env import SandboxedEnv, start_envs
 from spade_mini.sandbox.limits import (EnvCrashed, EnvLoadError, EnvProtocolError,
                                        EnvRuntimeError, EnvTimeout, SandboxError, SandboxLimits)
@@ -68,4 +72,4 @@ from spade_mini.sandbox.validate import STAGES, Validation, validate_env
 __all__ = ["SandboxedEnv", "SandboxLimits", "SandboxError", "EnvLoadError", "EnvTimeout",
            "EnvCrashed", "EnvRuntimeError", "EnvProtocolError", "validate_env", "Validation",
            "STAGES", "SourceError", "parse_source", "MAX_SOURCE_CHARS", "MAX_AST_DEPTH",
-           "start_envs", "available_layers", "solve", "Solved", "SOLUTION_EPISODES"]
+           "start_envs", "reset_envs", "step_envs", "available_layers", "solve", "Solved", "SOLUTION_EPISODES"]

@@ -148,9 +148,6 @@ class Child:
         except (OSError, IndexError, ValueError):  # no CONFIG_PROC_CHILDREN, or it already died
             return self.proc.pid
 
-    def call(self, request: dict, deadline: float, timeout_s: float, max_chars: int):
-        return self.channel.call(request, deadline, timeout_s, max_chars)
-
     def census(self) -> tuple[int, bool]:
         """(threads, has child processes) of the environment's process, read from /proc."""
         try:

@@ -179,32 +179,44 @@ class Channel:
             except BrokenPipeError:
                 raise EnvCrashed("the environment process exited") from None
 
-    def read_line(self, deadline: float, timeout_s: float) -> bytes:
-        """The next reply line, at most `cap` bytes, before `deadline`."""
-        while True:
-            newline = self._buf.find(b"\n", self._scanned)
-            if newline >= 0:
-                line = bytes(self._buf[:newline])
-                del self._buf[:newline + 1]
-                self._scanned = 0
-                return line
-            self._scanned = len(self._buf)
-            if len(self._buf) > self.cap:
-                raise EnvProtocolError(f"reply longer than {self.cap} bytes")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise EnvTimeout(f"no reply within {timeout_s:.1f} s")
-            if not self._read_poll.poll(max(1, int(left * 1000))):
-                continue
+    def _take_line(self) -> bytes | None:
+        """The next complete reply line already read, or None (over `cap` bytes: refused)."""
+        newline = self._buf.find(b"\n", self._scanned)
+        if newline >= 0:
+            line = bytes(self._buf[:newline])
+            del self._buf[:newline + 1]
+            self._scanned = 0
+            return line
+        self._scanned = len(self._buf)
+        if len(self._buf) > self.cap:
+            raise EnvProtocolError(f"reply longer than {self.cap} bytes")
+        return None
+
+    def read_ready(self) -> bytes | None:
+        """Once the reply pipe is readable (poll said so): read what is there; the complete
+        line if there is one now, else None."""
+        line = self._take_line()
+        if line is None:
             chunk = os.read(self.reply_fd, READ_CHUNK)
             if not chunk:
                 raise EnvCrashed("the environment process exited")
             self._buf += chunk
+            line = self._take_line()
+        return line
 
-    def call(self, request: dict, deadline: float, timeout_s: float, max_chars: int):
-        """Send one request; return (value, notes) of its checked reply."""
-        self.send((json.dumps(request) + "\n").encode(), deadline)
-        return unwrap(decode(self.read_line(deadline, timeout_s)), request["id"], max_chars)
+    def read_line(self, deadline: float, timeout_s: float) -> bytes:
+        """The next reply line, at most `cap` bytes, before `deadline`."""
+        while True:
+            line = self._take_line()
+            if line is not None:
+                return line
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EnvTimeout(f"no reply within {timeout_s:.1f} s")
+            if self._read_poll.poll(max(1, int(left * 1000))):
+                line = self.read_ready()
+                if line is not None:
+                    return line
 
     def close(self) -> None:
         for fd in (self.request_fd, self.reply_fd):

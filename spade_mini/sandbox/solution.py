@@ -18,8 +18,8 @@ never runs (so nothing it does can help a play):
   * each seed's solution on its seed: it must win, i.e. end the episode with terminated=True
     and a positive reward;
   * two blind players, whose actions do not depend on the episode: the next seed's solution,
-    and that solution's first action repeated. Neither may win more than half of the seeds:
-    else the outcome ignores the episode, or the agent.
+    and that solution's first action repeated. Neither may win more than half of the seeds
+    (each stops once it no longer can): else the outcome ignores the episode, or the agent.
 
 What comes back is checked, in the child and again here: a list of 1 to `max_actions` strings
 of at most `limits.max_action_chars` characters each. Omitted: a proof that nothing else wins
@@ -60,13 +60,14 @@ class _Solver(SandboxedEnv):
         return solver
 
     def ready(self) -> None:
-        """Wait for the child that `launch` started; its load timeout counts from now, since
-        what ran in between (validation's first stages) was not its loading."""
-        self._start_deadline = self._until(self.limits.load_timeout_s)
-        self._await_ready()
+        """Wait for the child that `launch` started (once); its load timeout counts from now,
+        since what ran in between (validation's first stages) was not its loading."""
+        if self.class_name is None:
+            self._start_deadline = self._until(self.limits.load_timeout_s)
+            self._await_ready()
 
     def solution(self, max_actions: int) -> tuple[str, ...]:
-        value = self._call("solution", (list,), self._until(self.limits.call_timeout_s),
+        value = self._call("solution", self._until(self.limits.call_timeout_s),
                            self.limits.max_action_chars, max_actions=max_actions)
         if not (1 <= len(value) <= max_actions and all(type(a) is str for a in value)):
             self._stop()  # the child checks this too: it is lying, so it is done
@@ -131,7 +132,11 @@ def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_t
               "a win must depend on what the agent does")]
     reasons = []
     for claim, plays, fix in blind:
-        wins = sum(play(fresh, seed, actions).won for seed, actions in zip(seeds, plays))
+        wins = 0
+        for played, (seed, actions) in enumerate(zip(seeds, plays), 1):
+            wins += play(fresh, seed, actions).won
+            if 2 * (wins + len(seeds) - played) <= len(seeds):
+                break  # it can no longer win most seeds
         if 2 * wins > len(seeds):
             reasons.append(f"{claim} on {wins}/{len(seeds)} seeds; {fix}")
     return reasons

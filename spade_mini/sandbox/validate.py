@@ -163,8 +163,10 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
                          probe_actions(junk, JUNK_ACTIONS, max_turns))
             fail(*step_reasons(trace, range(len(trace.steps))), *end_reasons(trace, max_turns))
         mark("hint")
-        if env.has_hint:
-            reader = fresh.take()
+        if env.has_hint:  # where play reads hints: the solver's child (or a child of its own)
+            reader = solver or fresh.take()
+            if solver is not None:
+                solver.ready()
             reader.reset(seed=rng.randrange(SEED_BOUND))
             reader.hint()
         if require_solution and not result.reasons:
