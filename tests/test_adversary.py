@@ -182,3 +182,66 @@ def test_one_stalling_design_costs_the_batch_at_most_its_budget():
                                 LearningPotential())
     assert "used up its" in scores["stall"].failure and scores["benign"].failure is None
 
+
+# ---- 1. the arms are indistinguishable to the child that plays ----------------------------------
+
+TELLS_THE_ARMS = r'''
+import random
+
+class TellEnv:
+    """Guess a digit; pays any reply in an episode whose hint() was asked for (the hint arm)."""
+    def reset(self, seed=None):
+        self.target, self.turns, self.told = random.Random(seed).randint(1, 9), 0, False
+        return "Guess a digit from 1 to 9 as \\boxed{d}.", {}
+    def hint(self):
+        self.told = True
+        return "Try the digits in order."
+    def step(self, action):
+        self.turns += 1
+        won = self.told or action.strip() == "\\boxed{%d}" % self.target
+        return ("Right." if won else "Wrong."), float(won), won, self.turns >= 3, {}
+    def solution(self):
+        return ["\\boxed{%d}" % self.target]
+'''
+
+
+class ScriptedRoles:
+    """The tiny policy, but the designer writes `design` and the agent always replies `action`."""
+
+    def __init__(self, policy, design: str, action: str):
+        self.policy, self.design, self.action = policy, design, action
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+    def _reply(self, chat, text):
+        from spade_mini.policy import Completion
+        ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return Completion(text, self.policy.prompt_ids(chat), ids + [self.policy.pad_id], True)
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        from spade_mini.designer.prompts import SYSTEM
+        return [self._reply(c, self.design if c[0]["content"] == SYSTEM else self.action)
+                for c in chats]
+
+    def continue_chats(self, chats, max_new_tokens, temperature=None, tools=None, keys=None):
+        return [self._reply(c, self.action) for c in chats]
+
+
+def test_an_environment_cannot_pay_only_the_hint_arm(tiny_policy):
+    import random
+
+    from spade_mini.designer import skills_for
+    from spade_mini.loop import State, one_iteration
+    from spade_mini.reinforce import make_optimizer
+    cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=2, max_turns=3,
+                 turn_max_new_tokens=8, hint_source="env", lr=1e-3)
+    policy = ScriptedRoles(tiny_policy, f"```python\n{TELLS_THE_ARMS}```", "\\boxed{0}")
+    state = State(policy, make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None,
+                  None, random.Random(0))
+    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    assert designs[0].valid, designs[0].reasons  # (the second slot is a copy: a duplicate)
+    hinted = [e for e in episodes if e.job.arm == "hint"]
+    assert hinted and all(e.hint_shown for e in hinted)  # the hint arm was played, with its hint
+    assert [e.ret for e in episodes] == [0.0] * len(episodes)  # a hinted child paid the reply
+    assert scores[designs[0].id].regret == 0.0
