@@ -2,7 +2,7 @@
 #   make train [ARGS="--iterations 5"]   set up .venv, then run python train.py
 #   make test                            set up .venv, then run the test suite
 #   make eval [ARGS="--preset cpu-smoke"] held-out evaluation (installs the benchmark packages)
-#   make demo [ARGS="--iterations 20"]   a learning curve on the CPU (bench/learning_curve.py)
+#   make demo [ARGS="--seeds 0,1,2"]     SPADE vs the fixed pool on held-out starters (bench/learning_curve.py)
 PY      := .venv/bin/python
 STAMP   := .venv/.installed
 TSTAMP  := .venv/.installed-test

@@ -53,13 +53,17 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
     memory = None
     if not cfg.no_memory:
-        from spade_mini.envs import EXAMPLES
-        memory = Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
+        from spade_mini.envs import TIERS
+        memory = Memory.seeded(TIERS[cfg.examples][0], max_records=cfg.memory_size)
     from spade_mini.policy import load_policy  # torch loads only after the arguments are checked
+    from spade_mini.warmstart import warm_start
     policy = load_policy(cfg)
+    if cfg.warm_start_steps > 0:  # the same (cached) warm start as train.py's
+        warm_start(policy, cfg, corpus)
     designs = design_environments(policy, skills, corpus, memory, random.Random(cfg.seed),
                                   max_new_tokens=cfg.design_max_new_tokens,
-                                  temperature=cfg.temperature, iteration=0)
+                                  temperature=cfg.temperature, iteration=0,
+                                  references=cfg.memory_references, require_solution=cfg.require_solution)
     print(write_designs(designs, args.out))
 
 

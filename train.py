@@ -8,9 +8,10 @@
 Each iteration (spade_mini/loop.py): the designer writes N environments, the sandbox validates
 them, the agent plays K paired seeds per environment with and without a hint, the designer is
 rewarded by hint-based regret, and one REINFORCE update trains both roles. Everything is written
-to runs/<name>/ (see spade_mini/run/rundir.py). Ctrl-C saves a checkpoint and exits. Under
-torchrun every process runs this same script on its share of each iteration, and rank 0 writes
-the run directory (spade_mini/run/distributed.py).
+to runs/<name>/ (see spade_mini/run/rundir.py). Ctrl-C, SIGTERM or SIGUSR1 finishes the
+iteration, saves a checkpoint and exits; a full disk stops the run with one sentence, and
+--resume continues either. Under torchrun every process runs this same script on its share of
+each iteration, and rank 0 writes the run directory (spade_mini/run/distributed.py).
 """
 import json
 import os
@@ -33,12 +34,12 @@ import torch  # noqa: E402  (heavy imports only after the flags are known to be 
 from tqdm.auto import tqdm  # noqa: E402
 
 from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_for  # noqa: E402
-from spade_mini.envs import EXAMPLES  # noqa: E402
+from spade_mini.envs import TIERS  # noqa: E402
 from spade_mini.evaluation import fixed_set_metrics  # noqa: E402
 from spade_mini.loop import State, one_iteration  # noqa: E402
 from spade_mini.policy import ModelError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
-from spade_mini.run import Reporter, RunDir, distributed  # noqa: E402
+from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
 from spade_mini.run import iteration_records, random_streams, restore_streams  # noqa: E402
 from spade_mini.sandbox import available_layers  # noqa: E402
 from spade_mini.warmstart import warm_start  # noqa: E402
@@ -47,6 +48,10 @@ from spade_mini.warmstart import warm_start  # noqa: E402
 def fail(message: str):
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def disk_refused(e: WriteError):  # what was saved before stays intact (spade_mini/run/durable.py)
+    fail(f"{e}; free space on that disk, then continue the run with --name {run.path.name} --resume.")
 
 
 # --- set-up: processes, run directory, policy, optimizer, skills, corpus, memory -------------
@@ -64,9 +69,13 @@ if cfg.resume and not cfg.name:
 run = RunDir(cfg.run_dir, distributed.from_main(cfg.name or time.strftime("%Y%m%d-%H%M%S")))
 if main and not cfg.resume and (run.path / "config.json").is_file():
     fail(f"{run.path} holds a run already; continue it with --resume, or pick another --name.")
-checkpoint = run.latest_checkpoint() if cfg.resume else None
+# the newest intact checkpoint, chosen by rank 0 (which says why it skips a damaged one)
+checkpoint = distributed.from_main(run.latest_checkpoint(report=print) if cfg.resume and main else None)
 if cfg.resume and checkpoint is None:
-    fail(f"no checkpoint in {run.path}; start it without --resume.")
+    if not saved.is_file():
+        fail(f"no checkpoint in {run.path}; start it without --resume.")
+    say(f"no intact checkpoint in {run.path}: starting it again from its first iteration.", flush=True)
+save_every = cfg.save_every or (10 if cfg.full_finetune else 1)  # a LoRA state is small: save every iteration
 torch.manual_seed(cfg.seed)  # every random draw from here on (sampling included) follows --seed
 try:
     skills = skills_for(cfg.setting, cfg.skills or None)
@@ -76,42 +85,57 @@ except (SkillError, CorpusError, ModelError) as e:
     fail(str(e))
 say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
-memory = None if cfg.no_memory else Memory.seeded(EXAMPLES, max_records=cfg.memory_size)
-pool = [e for e in EXAMPLES if cfg.setting in ("mix", e.setting)]
+examples = TIERS[cfg.examples][0]  # the hand-written tier that seeds the memory and is the fixed pool
+memory = None if cfg.no_memory else Memory.seeded(examples, max_records=cfg.memory_size)
+pool = [e for e in examples if cfg.setting in ("mix", e.setting)]
 # every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
 state = State(policy, optimizer, skills, corpus, memory, random.Random(distributed.rank_seed(cfg.seed)),
               pool=pool)
 if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed started above
     torch.manual_seed(distributed.rank_seed(cfg.seed))
 
-if checkpoint is not None:  # every rank reads the checkpoint; rank 0 tidies the run directory
-    try:
-        done, state.potential, streams = run.load_checkpoint(checkpoint, policy, optimizer)
-    except ModelError as e:
-        fail(str(e))
-    state.iteration = done + 1
-    if len(streams) == world:
-        restore_streams(state.rng, streams[distributed.rank()])
-    else:
-        state.rng.seed(distributed.rank_seed(cfg.seed + state.iteration))
-        torch.manual_seed(distributed.rank_seed(cfg.seed + state.iteration))
-        say(f"resuming a run saved by {len(streams)} processes with {world}: weights, optimizer, "
-            "memory and learning potential carry over, and each process's random streams restart "
-            "from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
-    if memory is not None:
-        state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
+def evaluate_curve(iteration: int) -> dict:
+    """--eval-every: the held-out curve's metrics, and its episodes into eval.jsonl."""
+    point = fixed_set_metrics(policy, cfg)
+    run.append("eval.jsonl", [{"iteration": iteration, **item} for item in point.items])
+    return point.metrics
+
+
+try:  # tidy the run directory, or write its first files
+    if checkpoint is not None:  # every rank reads the checkpoint; rank 0 tidies the run directory
+        try:
+            done, state.potential, streams = run.load_checkpoint(checkpoint, policy, optimizer)
+        except ModelError as e:
+            fail(str(e))
+        state.iteration = done + 1
+        if len(streams) == world:
+            restore_streams(state.rng, streams[distributed.rank()])
+        else:
+            state.rng.seed(distributed.rank_seed(cfg.seed + state.iteration))
+            torch.manual_seed(distributed.rank_seed(cfg.seed + state.iteration))
+            say(f"resuming a run saved by {len(streams)} processes with {world}: weights, optimizer, "
+                "memory and learning potential carry over, and each process's random streams restart "
+                "from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
+        if memory is not None:
+            state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
+            if main:  # the run's copy may be ahead of the checkpoint
+                run.write_text("memory.jsonl", (checkpoint / "memory.jsonl").read_text(encoding="utf-8"))
         if main:
-            state.memory.save(run.path / "memory.jsonl")  # the run's copy may be ahead of the checkpoint
-    if main:
-        run.truncate_after(done)
-    say(f"resumed {run.path} after iteration {done}", flush=True)
-elif main:
-    run.write_config(cfg)
-    if cfg.warm_start_steps > 0:  # supervised steps on the examples first (cached across runs)
-        run.write_rows("warm_start.jsonl", warm_start(policy, cfg, corpus))
-distributed.broadcast_parameters(policy.trainable_parameters())  # rank 0's warm start, everywhere
-if main and checkpoint is None and cfg.eval_every > 0:  # the learning curve starts before self-play
-    run.write_rows("metrics.jsonl", [{"iteration": -1, **fixed_set_metrics(policy, cfg)}])
+            run.truncate_after(done)
+        say(f"resumed {run.path} after iteration {done}", flush=True)
+    elif main:
+        if cfg.resume:  # a run stopped before its first checkpoint: drop what it wrote
+            run.truncate_after(-1)
+        run.write_config(cfg)
+        if cfg.warm_start_steps > 0:  # supervised steps on the examples first (cached across runs)
+            run.write_rows("warm_start.jsonl", warm_start(policy, cfg, corpus))
+            say(f"warm start: saved as {run.save_warm_start(policy)} (evaluate it alone with eval.py)", flush=True)
+    distributed.broadcast_parameters(policy.trainable_parameters())  # rank 0's warm start, everywhere
+    if main and checkpoint is None and cfg.eval_every > 0:  # the learning curve starts before self-play
+        run.write_rows("eval.jsonl", [])
+        run.write_rows("metrics.jsonl", [{"iteration": -1, **evaluate_curve(-1)}])
+except WriteError as e:
+    disk_refused(e)
 reporter = Reporter(cfg.report_to if main else "none", run.path)
 
 
@@ -119,6 +143,7 @@ def save(iteration: int):
     streams = distributed.all_gather(random_streams(state.rng))  # every rank's own, for an exact resume
     if main:
         run.save_checkpoint(iteration, policy, optimizer, state.memory, state.potential, streams)
+        run.remove_old_checkpoints(cfg.keep_checkpoints)
 
 
 def check_identical(when: str):  # --check-weights-every: a debug check of data parallelism
@@ -129,19 +154,26 @@ def check_identical(when: str):  # --check-weights-every: a debug check of data 
         fail(str(e))
 
 
-# Ctrl-C lets the current iteration finish, saves it and exits, so a checkpoint is always the
-# state between two iterations (a second Ctrl-C aborts at once, without saving).
-stop = []
+# Ctrl-C, SIGTERM (what SLURM, Kubernetes and `docker stop` send before a kill) and SIGUSR1
+# (SLURM's --signal) let the current iteration finish, save it and exit with 128 + the signal's
+# number, so a checkpoint is always the state between two iterations; a second signal aborts at
+# once, without saving. Under torchrun, Ctrl-C reaches torchrun too, which ends every process at
+# once, so only SIGTERM and SIGUSR1 are caught there (torchrun passes them on; README, Preemption).
+stop: list[int] = []  # the signals this process received
+stop_signals = (signal.SIGTERM, signal.SIGUSR1) + ((signal.SIGINT,) if world == 1 else ())
 
 
-def on_interrupt(*_):
-    stop.append(True)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    tqdm.write("stopping after this iteration; Ctrl-C again to abort without saving")
+def on_stop_signal(signum: int, _frame):
+    stop.append(signum)
+    if len(stop) > 1:
+        raise KeyboardInterrupt
+    if main:
+        tqdm.write(f"{signal.Signals(signum).name}: stopping after this iteration; "
+                   "a second signal aborts without saving")
 
 
-if world == 1:  # under torchrun, Ctrl-C reaches torchrun too, which ends every process at once
-    signal.signal(signal.SIGINT, on_interrupt)
+for sig in stop_signals:
+    signal.signal(sig, on_stop_signal)
 
 # --- the loop ------------------------------------------------------------------------------
 bar = tqdm(range(state.iteration, cfg.iterations), desc="iterations", initial=state.iteration,
@@ -168,21 +200,28 @@ try:
             check_identical(f"after iteration {it}")
         if main:
             if cfg.eval_every > 0 and ((it + 1) % cfg.eval_every == 0 or it + 1 == cfg.iterations):
-                row.update(fixed_set_metrics(policy, cfg))
+                row.update(evaluate_curve(it))
             run.write_iteration(row, samples, envs)
             reporter.log(row)
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),
                         ret=fmt(row["no_hint_return"]), hint_ret=fmt(row["hint_return"]))
-        if (it + 1) % cfg.save_every == 0 or it + 1 == cfg.iterations or stop:
+        # every rank stops after the same iteration: the first signal that any of them received
+        signals = [s for got in distributed.all_gather(stop[:1]) for s in got]
+        if (it + 1) % save_every == 0 or it + 1 == cfg.iterations or signals:
             save(it)
-        if stop:
-            tqdm.write(f"interrupted; resume with: python train.py --name {run.path.name} --resume")
-            raise SystemExit(130)
+        if signals:
+            say(f"stopped by {signal.Signals(signals[0]).name} after saving iteration {it}; "
+                f"resume with: python train.py --name {run.path.name} --resume", flush=True)
+            raise SystemExit(128 + signals[0])
 except KeyboardInterrupt:
     tqdm.write("aborted without saving this iteration")
-    raise SystemExit(130)
+    raise SystemExit(128 + (stop[-1] if stop else signal.SIGINT))
+except WriteError as e:
+    disk_refused(e)
 finally:
+    for sig in stop_signals:  # past the loop, a signal ends the process at once
+        signal.signal(sig, signal.SIG_DFL)
     phases.close()
     bar.close()
     reporter.close()

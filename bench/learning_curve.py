@@ -1,54 +1,164 @@
-"""A SPADE learning curve anyone can reproduce on a CPU (`make demo`, about 30 minutes on 2 cores).
+"""SPADE against the fixed-pool baseline on a CPU: a learning curve on held-out environments.
 
-The embedded model (SmolLM2-135M-Instruct) after its warm start, then N iterations of self-play
-with the cpu-smoke sizes. Every `--eval-every` iterations train.py plays the bundled example
-environments on fixed seeds it never trains on, without a hint (`eval_return`, iteration -1 is
-the policy before self-play). This script runs that training, then draws three panels from the
-run's metrics.jsonl: the agent's fixed-set return, the designer's valid fraction, and regret.
+`make demo` runs this. Every run of both arms starts from the same warm-started embedded model
+(the cpu-smoke preset: the starter tier; one cached warm start) and trains for the same
+iterations with the same agent update and the same episodes per iteration, under its own --seed:
 
-    python bench/learning_curve.py                       # 20 iterations, runs/curve-<time>/
-    python bench/learning_curve.py --iterations 30 --name curve30 -- --lr 5e-5
+    spade  the policy designs environments (shown the starter examples in its memory), plays them
+           with and without a hint, and both roles learn (designer: the blend of difficulty and
+           regret);
+    fixed  the agent plays the starter examples themselves (`--fixed-pool`): no designer.
 
-Everything after `--` goes to train.py unchanged. The plot is runs/<name>/learning_curve.png;
-the numbers are printed as a table (and are in metrics.jsonl).
+Every `--eval-every` iterations train.py plays the starter tier's HELD-OUT environments (which
+neither arm, the warm start, the memory nor the designer's prompt ever saw) greedily, without a
+hint, on the same seeds; iteration -1 is the warm-started policy. Each point is paired, item by
+item, against that warm-started policy (`spade_mini/evaluation/intervals.py`: the paired delta,
+its 95% interval, and the exact McNemar p). The script writes one plot (both arms' curves with
+their 95% bands, and SPADE's valid fraction and regret per iteration), prints the tables, and
+keeps a small summary (JSON) that notebooks/05 reads.
+
+    python bench/learning_curve.py                        # 1 seed, 6 iterations, both arms
+    python bench/learning_curve.py --seeds 0,1,2 --jobs 2 --summary bench/learning_curve.json
+    python bench/learning_curve.py --plot-only --name demo  # redraw from existing runs
+
+Everything after `--` goes to train.py unchanged (for both arms).
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from statistics import fmean
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from spade_mini.evaluation.intervals import interval, paired_delta  # noqa: E402
+
+ARMS = {"spade": [], "fixed": ["--fixed-pool"]}
 
 
-def read_rows(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
-def table(rows: list[dict]) -> str:
-    cols = ["iteration", "eval_return", "eval_solve_rate", "valid_fraction", "regret",
-            "no_hint_return", "eos_fraction", "trained_tokens", "time_total_s"]
-    fmt = lambda v: "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
+def run_name(name: str, arm: str, seed: int) -> str:
+    return f"{name}-{arm}-s{seed}"
+
+
+def arm_seed(key: str) -> tuple[str, str]:
+    """The arm and seed of a run name made by run_name."""
+    *_, arm, seed = key.split("-")
+    return arm, seed[1:]
+
+
+def train(cmd: list[str], log: Path) -> int:
+    """One train.py process, one thread (two of them share the two cores)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    with open(log, "w") as out:
+        return subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+
+
+def arm_summary(run: Path) -> dict:
+    """What one run shows: per evaluated iteration its solve rate (with interval) and its paired
+    delta against the warm-started policy; per iteration the designer's valid fraction and regret."""
+    items = rows(run / "eval.jsonl")
+    by_it: dict[int, dict[tuple, float]] = {}
+    for r in items:
+        by_it.setdefault(r["iteration"], {})[(r["env"], r["seed"])] = float(r["solved"])
+    base = by_it.get(-1, {})
+    points = []
+    for it in sorted(by_it):
+        keys = sorted(base)
+        if sorted(by_it[it]) != keys:
+            raise ValueError(f"{run}: iteration {it} did not play the same items as the warm start")
+        scores = [by_it[it][k] for k in keys]
+        mean, low, high, _ = interval(scores)
+        d = paired_delta([base[k] for k in keys], scores)
+        points.append({"iteration": it, "n": len(keys), "solve_rate": mean, "low": low, "high": high,
+                       "delta": d.delta, "delta_low": d.low, "delta_high": d.high, "p": d.p})
+    metrics = [r for r in rows(run / "metrics.jsonl") if r["iteration"] >= 0]
+    per_env: dict[str, list[float]] = {}
+    if by_it:
+        last = max(by_it)
+        for (env, _), solved in by_it[last].items():
+            per_env.setdefault(env, []).append(solved)
+    return {"points": points,
+            "iterations": [{k: r.get(k) for k in ("iteration", "valid_fraction", "regret", "no_hint_return",
+                                                  "hint_return", "agent_loss", "designer_loss", "leaky_hints",
+                                                  "time_total_s")} for r in metrics],
+            "final_per_env": {env: fmean(v) for env, v in sorted(per_env.items())}}
+
+
+def thirds(values: list[float]) -> tuple[float | None, float | None]:
+    n = len(values)
+    if n < 3:
+        return None, None
+    k = n // 3
+    return fmean(values[:k]), fmean(values[-k:])
+
+
+def table(summary: dict) -> str:
+    lines = ["| arm | seed | warm start | last eval | paired delta [95% CI] | McNemar p | valid fraction first/last third |",
+             "|---|---|---|---|---|---|---|"]
+    for key, s in summary["runs"].items():
+        arm, seed = arm_seed(key)
+        first, last = s["points"][0], s["points"][-1]
+        valid = [r["valid_fraction"] for r in s["iterations"] if r["valid_fraction"] is not None]
+        a, b = thirds(valid) if arm == "spade" else (None, None)
+        third = "-" if a is None else f"{a:.2f} / {b:.2f}"
+        lines.append(f"| {arm} | {seed} | {first['solve_rate']:.3f} | {last['solve_rate']:.3f} (it {last['iteration']}) "
+                     f"| {last['delta']:+.3f} [{last['delta_low']:+.3f}, {last['delta_high']:+.3f}] | {last['p']:.2g} | {third} |")
+    for arm, m in summary["arms"].items():
+        lines.append(f"| **{arm}, {m['seeds']} seeds** | | {m['warm']:.3f} | {m['last']:.3f} "
+                     f"| {m['delta']:+.3f} [{m['delta_low']:+.3f}, {m['delta_high']:+.3f}] (pooled pairs) | {m['p']:.2g} | |")
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def pooled(run_dirs: list[Path]) -> dict:
+    """One arm over its seeds: every seed's items pooled as pairs (warm start, last evaluation)."""
+    base, last = [], []
+    for run in run_dirs:
+        by_it: dict[int, dict] = {}
+        for r in rows(run / "eval.jsonl"):
+            by_it.setdefault(r["iteration"], {})[(r["env"], r["seed"])] = float(r["solved"])
+        end = max(by_it)
+        keys = sorted(by_it[-1])
+        base += [by_it[-1][k] for k in keys]
+        last += [by_it[end][k] for k in keys]
+    d = paired_delta(base, last)
+    return {"seeds": len(run_dirs), "warm": fmean(base), "last": fmean(last), "delta": d.delta,
+            "delta_low": d.low, "delta_high": d.high, "p": d.p, "pairs": len(base)}
+
+
+def plot(summary: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    panels = [("eval_return", "agent: no-hint return on the examples\n(fixed fresh seeds)"),
-              ("valid_fraction", "designer: valid fraction"), ("regret", "regret (mean over environments)")]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for ax, (key, title) in zip(axes, panels):
-        points = [(r["iteration"], r[key]) for r in rows if r.get(key) is not None]
-        if points:
-            ax.plot(*zip(*points), marker="o", ms=3)
-        ax.set_title(title, fontsize=10)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    colours = {"spade": "tab:blue", "fixed": "tab:orange"}
+    for key, s in summary["runs"].items():
+        arm = arm_seed(key)[0]
+        pts = s["points"]
+        xs = [p["iteration"] for p in pts]
+        axes[0].plot(xs, [p["solve_rate"] for p in pts], marker="o", ms=3, color=colours[arm], label=key)
+        axes[0].fill_between(xs, [p["low"] for p in pts], [p["high"] for p in pts], color=colours[arm], alpha=0.12)
+        if arm == "spade":
+            its = s["iterations"]
+            axes[1].plot([r["iteration"] for r in its], [r["valid_fraction"] for r in its], marker="o", ms=3, label=key)
+            reg = [(r["iteration"], r["regret"]) for r in its if r["regret"] is not None]
+            if reg:
+                axes[2].plot(*zip(*reg), marker="o", ms=3, label=key)
+    axes[0].set_title("agent: held-out starter solve rate (greedy, no hint)\n95% Wilson bands; -1 = warm start", fontsize=9)
+    axes[1].set_title("SPADE designer: valid fraction", fontsize=9)
+    axes[2].set_title("SPADE: regret (hint - no hint)", fontsize=9)
+    for ax in axes:
         ax.set_xlabel("iteration")
         ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -58,26 +168,56 @@ def main() -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--eval-every", type=int, default=2)
-    parser.add_argument("--name", default="curve-" + time.strftime("%Y%m%d-%H%M%S"))
+    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--eval-every", type=int, default=3)
+    parser.add_argument("--seeds", default="0", help="comma-separated training seeds (each arm runs each)")
+    parser.add_argument("--arms", default="spade,fixed")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at once (each on one thread)")
+    parser.add_argument("--name", default="demo")
     parser.add_argument("--run-dir", default="runs")
-    parser.add_argument("--plot-only", action="store_true", help="redraw from an existing run")
+    parser.add_argument("--summary", default=None, help="also write the summary here (JSON)")
+    parser.add_argument("--plot-only", action="store_true", help="redraw from existing runs")
     args = parser.parse_args(argv)
-    run = Path(args.run_dir) / args.name
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    arms = [a for a in args.arms.split(",") if a.strip()]
+    if unknown := [a for a in arms if a not in ARMS]:
+        parser.error(f"unknown arm {unknown[0]!r}; use spade and/or fixed")
+    run_dir = Path(args.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runs = {run_name(args.name, arm, seed): (arm, seed) for seed in seeds for arm in arms}
     if not args.plot_only:
-        cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "cpu-smoke", "--iterations",
-               str(args.iterations), "--eval-every", str(args.eval_every), "--save-every",
-               str(max(1, args.iterations // 4)), "--run-dir", args.run_dir, "--name", args.name, *extra]
-        print(" ".join(cmd), flush=True)
         t0 = time.time()
-        if subprocess.run(cmd).returncode != 0:
+        # one warm start (--warm-start-seed), cached, from which every run of both arms starts
+        log = run_dir / f"{args.name}-warmstart.log"
+        if train([sys.executable, "-m", "spade_mini.warmstart", "--preset", "cpu-smoke", *extra], log) != 0:
+            print(f"the warm start failed: {log}")
             return 1
-        print(f"training took {(time.time() - t0) / 60:.1f} min", flush=True)
-    rows = read_rows(run)
-    plot(rows, run / "learning_curve.png")
-    print(table(rows))
-    print(f"plot: {run / 'learning_curve.png'}")
+        print(f"warm start: {(time.time() - t0) / 60:.1f} min", flush=True)
+
+        def one(key: str) -> int:
+            arm, seed = runs[key]
+            cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "cpu-smoke", "--iterations", str(args.iterations),
+                   "--eval-every", str(args.eval_every), "--seed", str(seed), "--save-every", str(args.iterations),
+                   "--run-dir", str(run_dir), "--name", key, *ARMS[arm], *extra]
+            code = train(cmd, run_dir / f"{key}.log")
+            print(f"{key}: {'done' if code == 0 else f'failed ({code})'} after {(time.time() - t0) / 60:.1f} min", flush=True)
+            return code
+
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            if any(code != 0 for code in pool.map(one, list(runs))):
+                return 1
+        print(f"all runs: {(time.time() - t0) / 60:.1f} min", flush=True)
+    summary = {"settings": {"iterations": args.iterations, "eval_every": args.eval_every, "seeds": seeds,
+                            "extra": extra},
+               "runs": {key: arm_summary(run_dir / key) for key in runs},
+               "arms": {arm: pooled([run_dir / run_name(args.name, arm, s) for s in seeds]) for arm in arms}}
+    out = run_dir / f"{args.name}-learning_curve.png"
+    plot(summary, out)
+    (run_dir / f"{args.name}-summary.json").write_text(json.dumps(summary, indent=1))
+    if args.summary:
+        Path(args.summary).write_text(json.dumps(summary, indent=1))
+    print(table(summary))
+    print(f"plot: {out}")
     return 0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from spade_mini.envs import MAX_TURNS
+from spade_mini.envs import MAX_TURNS, TIERS
 from spade_mini.reward import DESIGNER_REWARD_KINDS, REGRET_ESTIMATORS, lowest_valid_reward
 
 
@@ -81,7 +81,7 @@ class Config:
     """Validation plays each design's solution() to a win on several seeds and checks that blind play loses; off: the checks without that stage (designs need no solution())."""
     hint_source: str = "policy"
     """'policy' (the policy reads the source and writes a hint) or 'env' (the environment's own hint())."""
-    designer_reward: str = "regret"
+    designer_reward: str = "blend"
     """'regret' (max(0, regret), see --regret-estimator), 'blend', 'solve_rate' or 'learning_potential'."""
     regret_estimator: str = "debiased"
     """How the 'regret' reward reads K paired seeds: 'debiased' (max(0, regret) minus what the same paired differences score with random signs, i.e. under a useless hint) or 'clipped' (the paper's max(0, regret))."""
@@ -115,6 +115,8 @@ class Config:
     """Train only the agent; the designer still designs."""
     fixed_pool: bool = False
     """Baseline: the agent trains on the hand-written example environments; no designer."""
+    examples: str = "standard"
+    """Hand-written tier that seeds the memory, the warm start and the fixed pool: 'standard' (12 multi-step games and tool tasks) or 'starter' (one- and two-step games a 135M agent sometimes wins); --eval-every plays the held-out set of the same tier."""
     step_timeout_s: float = 5.0
     """Wall-clock limit of one environment call in the sandbox."""
 
@@ -127,10 +129,12 @@ class Config:
     """Designer samples (prompt -> an example's source) per warm-start step."""
     warm_start_turns: int = 8
     """Agent samples (one turn of an example played by its solution) per warm-start step."""
+    warm_start_seed: int = 0
+    """Seed of the warm start's draws: runs of any --seed share one cached warm start, so their curves start from the same policy."""
     eval_every: int = 0
-    """Every this many iterations, play the example environments on fixed fresh seeds without a hint and log the return (0: never)."""
+    """Every this many iterations (and before the first), play the tier's HELD-OUT environments greedily on fixed seeds without a hint; eval.jsonl keeps each episode (0: never)."""
     eval_seeds: int = 2
-    """Seeds per example environment in that evaluation."""
+    """Seeds per held-out environment in that evaluation."""
 
     # --- optimisation ------------------------------------------------------------------------
     lr: float = 1e-5
@@ -151,8 +155,10 @@ class Config:
     """Parent folder of run directories."""
     name: str = ""
     """Run name (a folder under run_dir); empty means a time stamp."""
-    save_every: int = 10
-    """Write a checkpoint every this many iterations."""
+    save_every: int = 0
+    """Write a checkpoint every this many iterations; 0: every iteration with LoRA (a small state), every 10 with --full-finetune."""
+    keep_checkpoints: int = 3
+    """Keep the newest this many checkpoints, deleting older ones once a new one is saved (0: keep every one)."""
     resume: bool = False
     """Continue the run named --name from its last checkpoint."""
     report_to: str = "none"
@@ -186,6 +192,9 @@ class Config:
                 raise ConfigError(f"graded invalid rewards must stay below {floor}, the least a valid "
                                   f"design can earn; lower --invalid-reward (now {self.invalid_reward}) "
                                   "or use --invalid-reward-mode constant.")
+        if self.save_every < 0 or self.keep_checkpoints < 0:
+            raise ConfigError("--save-every and --keep-checkpoints count iterations and checkpoints; "
+                              "give 0 or more (0 means every iteration with LoRA, and keep every one).")
         if self.full_finetune and self.separate_adapters:
             raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
                               "fine-tuning has none of; drop one of the two flags.")
@@ -206,20 +215,24 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "agent_template": ("reasoning", "answer"),
     "return_mode": ("last", "sum"),
     "report_to": ("none", "tensorboard", "wandb"),
+    "examples": tuple(TIERS),
 }
 
 # Presets only list what differs from the defaults above.
 PRESETS: dict[str, dict] = {
     # A few iterations of the whole loop on a 2-core CPU in minutes, sized so that the 135M
-    # embedded model really plays and learns: a warm start on the examples, the short "answer"
-    # agent prompt (turns end with EOS), one memory reference per prompt, and budgets that fit
-    # the compact examples. Quantization is off: 4-bit decoding is slower on CPU and saves little
-    # memory on a 135M model.
+    # embedded model really plays and learns: the starter tier (one- and two-step games it wins
+    # sometimes) as its examples, a warm start on them, the short "answer" agent prompt (turns
+    # end with EOS), one memory reference per prompt, 8 paired seeds per design (the agent needs
+    # returns that differ within a design to learn anything) and a learning rate that moves a
+    # LoRA adapter in a few iterations. Quantization is off: 4-bit decoding is slower on CPU and
+    # saves little memory on a 135M model.
     "cpu-smoke": dict(
         model="embedded", quantize="none", iterations=3, designs_per_iteration=4,
-        plays_per_design=2, design_max_new_tokens=400, hint_max_new_tokens=48,
+        plays_per_design=8, design_max_new_tokens=400, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=2048, corpus_max_words=60,
-        save_every=1, lora_r=16, lora_alpha=32, lr=1e-4, hint_source="env", micro_batch=4,
+        lora_r=16, lora_alpha=32, lr=5e-4, hint_source="env", micro_batch=4,
+        examples="starter", eval_seeds=16,
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
         warm_start_designs=2, warm_start_turns=8,
     ),

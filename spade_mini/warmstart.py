@@ -31,7 +31,7 @@ import torch
 
 from spade_mini.agent import GAME_TEMPLATES, TOOL_TEMPLATE, first_message
 from spade_mini.designer import SKILLS, Memory, designer_prompt
-from spade_mini.envs import EXAMPLES, HELDOUT, MAX_TURNS, HandEnv
+from spade_mini.envs import ALL_HELDOUT, MAX_TURNS, TIERS, HandEnv
 from spade_mini.policy import load_trainable, save_trainable, token_logprobs
 from spade_mini.reinforce import Sample, make_optimizer, update
 from spade_mini.sandbox import SandboxedEnv, SandboxError
@@ -47,8 +47,9 @@ class WarmStartData:
     sources: set[str]        # the environment sources the samples were built from
 
 
-def examples_for(setting: str) -> list[HandEnv]:
-    return [e for e in EXAMPLES if setting in ("mix", e.setting)]
+def examples_for(cfg) -> list[HandEnv]:
+    """The examples of the run's tier (`--examples`) in its setting."""
+    return [e for e in TIERS[cfg.examples][0] if cfg.setting in ("mix", e.setting)]
 
 
 def reply_ids(policy, text: str) -> list[int]:
@@ -64,7 +65,7 @@ def designer_samples(policy, examples: list[HandEnv], corpus, rng: random.Random
     skills = {s.key: s for group in SKILLS.values() for s in group}
     out = []
     for example in examples:
-        memory = Memory.seeded([e for e in EXAMPLES if e.name != example.name])
+        memory = Memory.seeded([e for e in examples if e.name != example.name])
         doc = corpus.sample(rng) if corpus is not None else None
         block = memory.render(memory.select(example.skill, rng, references))
         chat = designer_prompt(skills[example.skill], doc, block)
@@ -118,10 +119,10 @@ def _solution_turns(policy, example: HandEnv, seed: int, template: str, limits) 
 
 
 def build_data(policy, cfg, corpus, rng: random.Random) -> WarmStartData:
-    examples = examples_for(cfg.setting)
+    examples = examples_for(cfg)
     if not examples:
         raise ValueError(f"no example environments for setting {cfg.setting!r}")
-    held_out = {e.source for e in HELDOUT}
+    held_out = {e.source for e in ALL_HELDOUT}
     sources = {e.source for e in examples}
     assert not sources & held_out, "a held-out environment reached the warm start"
     corpus = None if cfg.no_corpus else corpus
@@ -146,14 +147,14 @@ def cache_key(cfg) -> str:
     """A hash of everything that changes the warm-started weights."""
     from spade_mini.designer import prompts
     fields = ["model", "quantize", "full_finetune", "separate_adapters", "lora_r", "lora_alpha",
-              "lora_dropout", "lora_targets", "dtype", "seed", "setting", "agent_template",
+              "lora_dropout", "lora_targets", "dtype", "warm_start_seed", "setting", "agent_template",
               "corpus", "corpus_max_words", "no_corpus", "memory_references", "warm_start_steps",
               "warm_start_lr", "warm_start_designs", "warm_start_turns", "micro_batch",
               "max_grad_norm", "designer_weight"]
     import peft
     import transformers
     data = {"format": CACHE_FORMAT, "config": {f: getattr(cfg, f) for f in fields},
-            "examples": [e.source for e in EXAMPLES], "templates": [GAME_TEMPLATES, TOOL_TEMPLATE],
+            "examples": [e.source for e in examples_for(cfg)], "templates": [GAME_TEMPLATES, TOOL_TEMPLATE],
             "designer": [prompts.SYSTEM, prompts.CONTRACT, prompts.RULES, prompts.GAME_EXAMPLE,
                          prompts.TOOL_EXAMPLE],
             "versions": [torch.__version__, transformers.__version__, peft.__version__]}
@@ -173,9 +174,9 @@ def warm_start(policy, cfg, corpus, log=print) -> list[dict]:
         log(f"warm start: loaded from {folder}")
         return _read_rows(folder / "rows.jsonl")
     partial = folder.with_name(folder.name + ".partial")
-    rng = random.Random(cfg.seed)
+    rng = random.Random(cfg.warm_start_seed)
     torch_state = torch.get_rng_state()
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.warm_start_seed)
     data = build_data(policy, cfg, corpus, rng)
     optimizer = make_optimizer(policy.model, cfg.warm_start_lr)
     rows: list[dict] = []

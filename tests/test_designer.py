@@ -239,3 +239,21 @@ def test_one_reply_per_stage_reaches_its_stage_and_reward():
         for d, r in zip(designs, rewards):
             want = 0.25 if d.stage == "valid" else -1 + (README_TABLE[d.stage] + 1) * spacing
             assert r == pytest.approx(want), d.stage
+
+
+def test_a_valid_copy_of_an_example_earns_more_than_any_broken_design():
+    """The warm start teaches the designer the examples themselves; self-play must not then pay
+    a copy (refused as a duplicate) less than code that does not even run."""
+    from spade_mini.envs import STARTER
+    from spade_mini.reward import apply_invalid_policy, lowest_valid_reward
+    broken = ["no code at all", "```python\nclass AEnv(:\n```", "```python\nimport os\nclass AEnv:\n    pass\n```",
+              "```python\nclass AEnv:\n    def __init__(self):\n        1 / 0\n```", CRASHES,
+              "```python\n" + STARTER[0].without_solution + "```"]
+    replies = [f"```python\n{STARTER[0].source}```"] + broken
+    designs = design_environments(ScriptedPolicy(replies), skills_for("games")[:1] * len(replies), None, None,
+                                  random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
+    assert designs[0].stage == "duplicate" and all(d.stage not in ("valid", "duplicate") for d in designs[1:])
+    for kind in ("regret", "blend"):
+        floor = lowest_valid_reward(kind)
+        copy, *rest = apply_invalid_policy([(d.stage, 0.0, True) for d in designs], "graded", -1.0, floor)
+        assert copy > max(rest) and copy < floor

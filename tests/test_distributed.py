@@ -10,9 +10,11 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -162,7 +164,8 @@ BROKEN = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        
 REPLIES = [f"```python\n{LUCKY.replace('DIVISOR', '2')}```", BROKEN,
            f"```python\n{LUCKY.replace('DIVISOR', '3')}```"]
 CFG = Config(model="tiny", quantize="none", designs_per_iteration=3, plays_per_design=4, max_turns=1,
-             turn_max_new_tokens=4, hint_source="env", lr=1e-3, memory_references=0, micro_batch=2)
+             turn_max_new_tokens=4, hint_source="env", lr=1e-3, memory_references=0, micro_batch=2,
+             require_solution=False)  # LuckyEnv: "3" always wins, which the solution stage refuses
 
 
 class ScriptedAgent(ScriptedPlayer):
@@ -239,15 +242,18 @@ def test_helpers_are_no_ops_in_one_process():
 
 # --- train.py under torchrun -------------------------------------------------------------------
 
-def _run(tmp_path, *args, processes=WORLD):
+def _command(tmp_path, *args, processes=WORLD) -> list[str]:
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone",
               "--nproc-per-node", str(processes)] if processes > 1 else [sys.executable]
-    cmd = [*launch, "train.py", "--model", "tiny", "--fixed-pool", "--designs-per-iteration", "2",
-           "--plays-per-design", "2", "--max-turns", "2", "--turn-max-new-tokens", "6",
-           "--temperature", "1.0", "--run-dir", str(tmp_path), "--save-every", "1",
-           "--preset", "cpu-smoke", *args]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return [*launch, "train.py", "--model", "tiny", "--fixed-pool", "--designs-per-iteration", "2",
+            "--plays-per-design", "2", "--max-turns", "2", "--turn-max-new-tokens", "6",
+            "--temperature", "1.0", "--run-dir", str(tmp_path), "--save-every", "1",
+            "--preset", "cpu-smoke", *args]
+
+
+def _run(tmp_path, *args, processes=WORLD):
+    out = subprocess.run(_command(tmp_path, *args, processes=processes), cwd=ROOT, capture_output=True,
+                         text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
@@ -276,3 +282,38 @@ def test_torchrun_writes_one_run_directory_and_resume_continues_it(tmp_path):
     stdout = _run(tmp_path, "--name", run.name, "--iterations", "3", "--resume", processes=1)
     assert "saved by 2 processes" in stdout
     assert [r["iteration"] for r in _comparable(run)] == [0, 1, 2]
+
+
+def _worker(parent: int, rank: int) -> int | None:
+    """The pid of torchrun's worker process of `rank`."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and f"RANK={rank}".encode() in environ:
+            return int(pid)
+    return None
+
+
+def test_a_signal_to_one_rank_stops_every_rank_after_the_same_iteration(tmp_path):
+    """SIGUSR1 reaches rank 1 alone once iteration 0 is written: the ranks gather their stop
+    flags, so both finish the same iteration, rank 0 writes its one checkpoint, and both exit."""
+    cmd = _command(tmp_path, "--name", "stop", "--iterations", "8", "--save-every", "100")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    metrics = tmp_path / "stop" / "metrics.jsonl"
+    rank1 = None
+    while not (rank1 and metrics.is_file() and metrics.read_text().strip()) and proc.poll() is None:
+        rank1 = rank1 or _worker(proc.pid, 1)
+        time.sleep(0.02)
+    assert rank1 is not None, proc.communicate()[1][-3000:]
+    os.kill(rank1, signal.SIGUSR1)
+    stdout, stderr = proc.communicate(timeout=600)
+    done = _comparable(tmp_path / "stop")[-1]["iteration"]
+    assert f"stopped by SIGUSR1 after saving iteration {done}" in stdout and done < 7, stderr[-3000:]
+    assert [r["iteration"] for r in _comparable(tmp_path / "stop")] == list(range(done + 1))
+    assert sorted(p.name for p in (tmp_path / "stop").glob("checkpoint-*")) == [f"checkpoint-{done}"]
+    state = torch.load(tmp_path / "stop" / f"checkpoint-{done}" / "state.pt", weights_only=False)
+    assert len(state["streams"]) == WORLD

@@ -6,17 +6,19 @@ the trainer and the other sandboxes must be unchanged afterwards."""
 import os
 import platform
 import resource
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 from hostile import FAST, ROOT, SIMPLE, env_source, requires, step_once, strays
 
 from spade_mini.envs import ENV_DIR, HELDOUT
-from spade_mini.sandbox import SandboxedEnv
+from spade_mini.sandbox import SandboxedEnv, process
 
 
 def results(sandbox, lines: list[str], **kw) -> list[str]:
@@ -96,7 +98,8 @@ def test_a_sandbox_cannot_reach_its_sibling(sandbox):
     outcomes = results(sandbox, [a.format(pid=target) for a in ATTACKS])
     assert all_failed(outcomes), outcomes
     assert sibling.step("\\boxed{0}")[0] in ("Wrong.", "Correct.")  # alive and unchanged
-    assert os.getpriority(os.PRIO_PROCESS, target) == 0
+    # the niceness it inherited from us (not 0: the tests may run under `nice`), not the 19 asked for
+    assert os.getpriority(os.PRIO_PROCESS, target) == os.getpriority(os.PRIO_PROCESS, 0)
 
 
 @requires('pidns')
@@ -159,24 +162,42 @@ def test_no_child_outlives_a_killed_trainer(top):
 
 # ---- least read access ---------------------------------------------------------------------
 
+@pytest.fixture
+def world_readable_tooluse(monkeypatch):
+    """A copy of tooluse.py in a folder every uid can traverse, made the file that landlock lets
+    the child read: the checkout (and, as root, a Python under /root) may be readable by nobody
+    else, and the child reads as a uid of its own."""
+    folder = tempfile.mkdtemp(prefix="spade_tooluse_", dir="/tmp")
+    os.chmod(folder, 0o755)
+    copy = os.path.join(folder, "tooluse.py")
+    shutil.copyfile(process.TOOLUSE_PATH, copy)
+    os.chmod(copy, 0o644)
+    monkeypatch.setattr(process, "TOOLUSE_PATH", copy)
+    yield copy
+    shutil.rmtree(folder)
+
+
 @requires('landlock')
-def test_the_child_reads_only_what_an_environment_needs(sandbox, tmp_path):
+def test_the_child_reads_only_what_an_environment_needs(sandbox, tmp_path, world_readable_tooluse):
     user_file = tmp_path / "notes.txt"
     user_file.write_text("private")
     user_file.chmod(0o644)
     held_out = next(p for p in ENV_DIR.glob("*.py") if p.stem == HELDOUT[0].name)
     denied = [held_out, ENV_DIR, os.path.join(ROOT, "tests", "test_sandbox.py"),
               os.path.join(ROOT, "spade_mini", "sandbox", "env.py"), user_file, "/etc/passwd",
-              os.path.dirname(pytest.__file__)]
-    allowed = [p for p in (os.path.join(os.path.dirname(os.__file__), "random.py"),
-                           os.path.join(ROOT, "spade_mini", "tooluse.py")) if anyone_can_read(p)]
+              os.path.dirname(pytest.__file__), os.path.join(ROOT, "spade_mini", "tooluse.py"),
+              os.path.dirname(world_readable_tooluse)]
+    # the standard library only where another uid may read it (not a Python under /root)
+    stdlib = [p for p in [os.path.join(os.path.dirname(os.__file__), "random.py")] if anyone_can_read(p)]
+    allowed = [world_readable_tooluse, *stdlib]
+    assert anyone_can_read(world_readable_tooluse)
     read = 'lambda p: len(open(p).read()) if W["os"].path.isfile(p) else W["os"].listdir(p)'
     step = (f'W = worker()\nread = {read}\n'
             f'r = [attempt(read, p) for p in {[str(p) for p in denied + allowed]!r}]\n'
             'return "|".join(r), 0.0, False, False, {}')
     outcomes = step_once(sandbox, step)[0].split("|")
     assert set(outcomes[:len(denied)]) <= {"PermissionError", "FileNotFoundError"}, outcomes
-    assert allowed and all(o.isdigit() and int(o) > 0 for o in outcomes[len(denied):]), outcomes
+    assert all(o.isdigit() and int(o) > 0 for o in outcomes[len(denied):]), outcomes
 
 
 def anyone_can_read(path: str) -> bool:

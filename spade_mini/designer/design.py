@@ -119,9 +119,9 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
 def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
     """What a new design must differ from: the prompt's examples, the bundled examples, and every
     valid environment in memory."""
-    from spade_mini.envs import EXAMPLES
+    from spade_mini.envs import ALL_EXAMPLES
     known = [("the prompt's example", GAME_EXAMPLE), ("the prompt's example", TOOL_EXAMPLE)]
-    known += [(f"example {e.name}", src) for e in EXAMPLES for src in (e.source, e.without_solution)]
+    known += [(f"example {e.name}", src) for e in ALL_EXAMPLES for src in (e.source, e.without_solution)]
     if memory is not None:
         known += [(r.id, r.source) for r in memory.records if r.valid]
     return known

@@ -172,7 +172,7 @@ def _stats(record: EnvRecord) -> str:
 
 def _held_out_names() -> set[str]:
     try:
-        from spade_mini.envs import HELDOUT
+        from spade_mini.envs import ALL_HELDOUT
     except ImportError:  # the envs package is optional for the memory itself
         return set()
-    return {env.name for env in HELDOUT}
+    return {env.name for env in ALL_HELDOUT}

@@ -14,13 +14,16 @@ kept short (at most 480 tokens of the embedded model's tokenizer) so that a smal
 and write one in a single reply.
 
 EXAMPLES seed the environment memory and form the fixed-pool baseline. HELDOUT is for evaluation
-only and must never be shown to the designer. Omitted on purpose: difficulty levels (each
+only and must never be shown to the designer. The starter tier (`starter/`) is the same split one
+step easier, sized for the embedded 135M model: STARTER (one- or two-step tasks with a hint that
+says where the answer is) and STARTER_HELDOUT (tasks of other kinds, for evaluation only). Omitted on purpose: difficulty levels (each
 environment has one modest difficulty, sized for a small model).
 """
 from dataclasses import dataclass
 from pathlib import Path
 
 ENV_DIR = Path(__file__).parent
+STARTER_DIR = ENV_DIR / "starter"
 MAX_TURNS = 25  # the contract's turn cap: no episode, generated or bundled, plays more (the reference's)
 # The checks of the contract, in the order sandbox/validate.py runs them; "valid": all passed.
 STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "solution", "valid")
@@ -41,9 +44,9 @@ class HandEnv:
         return self.source.split("\n    def solution(self)")[0].rstrip() + "\n"
 
 
-def load(name: str, setting: str, skill: str, summary: str) -> HandEnv:
-    """Read `<name>.py` from this folder as an environment's source."""
-    return HandEnv(name, setting, skill, summary, (ENV_DIR / f"{name}.py").read_text(encoding="utf-8"))
+def load(name: str, setting: str, skill: str, summary: str, folder: Path = ENV_DIR) -> HandEnv:
+    """Read `<name>.py` from `folder` (this folder unless given) as an environment's source."""
+    return HandEnv(name, setting, skill, summary, (folder / f"{name}.py").read_text(encoding="utf-8"))
 
 
 EXAMPLES: list[HandEnv] = [
@@ -89,3 +92,48 @@ HELDOUT: list[HandEnv] = [
     load("refund_flow", "tool_use", "multi_step_workflows",
          "Read an order and return policies, then refund the items still returnable."),
 ]
+
+STARTER: list[HandEnv] = [load(*row, folder=STARTER_DIR) for row in [
+    ("colour_of", "games", "language_understanding",
+     "Three things and their colours are listed; name the colour of one of them."),
+    ("which_button", "games", "causal_inference",
+     "Each of three buttons causes one thing; name the button that gives what you want."),
+    ("cheaper_shop", "games", "optimization",
+     "Three sellers ask three prices for a pen; name the cheapest seller."),
+    ("row_position", "games", "spatial_reasoning",
+     "Three animals stand in a row; name the one at the left end, middle or right end."),
+    ("taller_shorter", "games", "logical_deduction",
+     "One person is taller (or older) than another; name who is shorter, taller, younger or older."),
+    ("smaller_number", "games", "mathematical_reasoning",
+     "Say which of two two-digit numbers is smaller."),
+    ("next_colour", "games", "pattern_recognition",
+     "Two colours take turns in a row; name the colour that comes next."),
+    ("recall_fruit", "games", "memory_recall",
+     "Remember a fruit for one turn, then pick it out of three when asked."),
+]]
+
+STARTER_HELDOUT: list[HandEnv] = [load(*row, folder=STARTER_DIR) for row in [
+    ("copy_code", "games", "memory_recall",
+     "Read a four-digit locker code out of a note that also gives a room number."),
+    ("last_word", "games", "language_understanding", "Say the last word of a sentence."),
+    ("first_letter", "games", "language_understanding", "Give the first letter of a word."),
+    ("count_items", "games", "mathematical_reasoning",
+     "Count how many times one word is listed, three to five."),
+    ("longer_word", "games", "language_understanding",
+     "Say which of two words, one short and one long, has more letters."),
+    ("capital_word", "games", "language_understanding", "Write a short word in capital letters."),
+    ("inside_what", "games", "spatial_reasoning",
+     "An object is in a container that stands on furniture; name the container."),
+    ("odd_one_out", "games", "logical_deduction",
+     "Three words share a kind (animal, fruit, tool); find the one that does not."),
+    ("repeat_word", "games", "pattern_recognition", "Write a word three or four times."),
+]]
+
+# The tiers a run chooses from (`--examples`): what seeds the memory, the warm start and the fixed
+# pool, and the held-out set of the same tier that the `--eval-every` curve plays.
+TIERS: dict[str, tuple[list[HandEnv], list[HandEnv]]] = {
+    "standard": (EXAMPLES, HELDOUT),
+    "starter": (STARTER, STARTER_HELDOUT),
+}
+ALL_EXAMPLES: list[HandEnv] = [e for examples, _ in TIERS.values() for e in examples]
+ALL_HELDOUT: list[HandEnv] = [e for _, held_out in TIERS.values() for e in held_out]

@@ -156,7 +156,9 @@ def policy_from_model(model, tokenizer, cfg, *, device: torch.device, autocast: 
             p.requires_grad_(False)
         if cfg.gradient_checkpointing:
             model.enable_input_require_grads()  # else checkpointed blocks see no grad and LoRA gets none
-        torch.manual_seed(cfg.seed)  # the adapter's random init: the same seed, the same adapter
+        # the adapter's random init: the same seed, the same adapter; with a warm start the init
+        # is part of the (shared, cached) warm start, so it follows the warm start's seed
+        torch.manual_seed(cfg.warm_start_seed if cfg.warm_start_steps > 0 else cfg.seed)
         lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                           target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
         model = get_peft_model(model, lora, adapter_name="agent" if cfg.separate_adapters else "default")

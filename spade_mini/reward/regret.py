@@ -186,7 +186,9 @@ def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: floa
 
     regret:             `regret_term` when given (see regret_reward), else max(0, regret) (the
                         public reference's "regret_based" reward).
-    blend:              0.6 * plateau(solve rate) + 0.4 * clip(regret / 0.15, 0, 1), the paper.
+    blend:              0.6 * plateau(solve rate) + 0.4 * clip(regret / 0.15, 0, 1), the paper's
+                        recipe (4B and 30B), with `regret_term` for regret when given: it peaks
+                        where the agent's own signal peaks (solve rates near 0.5).
     solve_rate:         plateau(solve rate), the ablation without the hint signal.
     learning_potential: the given `potential` (see LearningPotential), the other ablation.
     regret None (no hint, so nothing measured) contributes 0 to `regret` and `blend`.
@@ -196,7 +198,8 @@ def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: floa
             return 0.0
         return max(0.0, regret) if regret_term is None else regret_term
     if kind == "blend":
-        reg = 0.0 if regret is None else _clip(regret / REGRET_SATURATION, 0.0, 1.0)
+        term = regret if regret_term is None else regret_term
+        reg = 0.0 if term is None else _clip(term / REGRET_SATURATION, 0.0, 1.0)
         return BLEND_PLATEAU_WEIGHT * plateau(no_hint_solve_rate) + BLEND_REGRET_WEIGHT * reg
     if kind == "solve_rate":
         return plateau(no_hint_solve_rate)

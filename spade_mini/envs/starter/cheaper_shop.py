@@ -1,0 +1,22 @@
+import random
+
+
+class CheaperShopEnv:
+    """Three sellers, three prices: buy from the one who asks least."""
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        sellers, prices = rng.sample("Ann Bob Cal Dee Eve Max".split(), 3), rng.sample(range(2, 20), 3)
+        self.best = sellers[prices.index(min(prices))]
+        offers = ", ".join(f"{s} asks {p} coins" for s, p in zip(sellers, prices))
+        return (f"Example: Joe asks 9 coins, Mia asks 4 coins. Cheapest? \\boxed{{Mia}}\n"
+                f"Now: {offers}. Cheapest?"), {}
+
+    def step(self, action):
+        won = action.strip().lower() == f"\\boxed{{{self.best.lower()}}}"
+        return ("Correct!" if won else f"Wrong: {self.best} is cheapest."), float(won), True, False, {}
+
+    def hint(self):
+        return f"The seller with the lowest price has a name starting with '{self.best[0]}'."
+
+    def solution(self):
+        return [f"\\boxed{{{self.best}}}"]

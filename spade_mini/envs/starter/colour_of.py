@@ -1,0 +1,24 @@
+import random
+
+COLOURS = "red green yellow black white pink".split()
+
+
+class ColourOfEnv:
+    """Name the colour of one of three things just described."""
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        things, colours = rng.sample("ball cup hat car box kite".split(), 3), rng.sample(COLOURS, 3)
+        self.thing, self.colour = rng.choice(list(zip(things, colours)))
+        facts = ", ".join(f"the {t} is {c}" for t, c in zip(things, colours))
+        return (f"Example: the sky is blue. Colour of the sky? \\boxed{{blue}}\n"
+                f"Now: {facts}. Colour of the {self.thing}?"), {}
+
+    def step(self, action):
+        won = action.strip().lower() == f"\\boxed{{{self.colour}}}"
+        return ("Correct!" if won else f"Wrong: it is {self.colour}."), float(won), True, False, {}
+
+    def hint(self):
+        return f"The colour of the {self.thing} starts with '{self.colour[0]}'."
+
+    def solution(self):
+        return [f"\\boxed{{{self.colour}}}"]

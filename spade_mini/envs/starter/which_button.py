@@ -1,0 +1,24 @@
+import random
+
+WANTS = {"lights a lamp": "light", "rings a bell": "a sound", "starts a fan": "wind"}
+
+
+class WhichButtonEnv:
+    """Each button causes one thing: press the one that gives what you want."""
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        buttons = rng.sample(["red", "green", "blue", "white"], 3)
+        self.button, self.effect = rng.choice(list(zip(buttons, WANTS)))
+        rules = " ".join(f"The {b} button {e}." for b, e in zip(buttons, WANTS))
+        return (f"Example: the pink button plays music; you want music. \\boxed{{pink}}\n"
+                f"Now: {rules} You want {WANTS[self.effect]}. Which button?"), {}
+
+    def step(self, action):
+        won = action.strip().lower() == f"\\boxed{{{self.button}}}"
+        return ("Correct!" if won else "Wrong."), float(won), True, False, {}
+
+    def hint(self):
+        return f"The button that {self.effect} has a colour starting with '{self.button[0]}'."
+
+    def solution(self):
+        return [f"\\boxed{{{self.button}}}"]
