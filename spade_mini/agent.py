@@ -157,7 +157,7 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turn
         started = start_envs([ep.job.source for ep in episodes], limits=limits)  # load in parallel
         envs = [env if isinstance(env, SandboxedEnv) else None for env in started]
         loaded = [i for i in range(len(jobs)) if envs[i] is not None]
-        for i in set(range(len(jobs))) - set(loaded):  # it did not start: like a failed reset
+        for i in [i for i in range(len(jobs)) if envs[i] is None]:  # like a failed reset
             _end(episodes[i], f"reset failed: {type(started[i]).__name__}: {started[i]}",
                  crash="reset", crash_reward=crash_reward)
         replies = clock.run(episodes, loaded, lambda idx, ends: reset_envs(
