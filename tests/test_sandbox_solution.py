@@ -41,7 +41,7 @@ REFUSED = {
     "same_task_every_seed": (with_solution(SIMPLE.replace("self.rng.randint(1, 9)", "5"),
                                            BOXED_TARGET),
                              "the outcome ignores the episode: another seed's solution() wins "
-                             "on 4/4 seeds"),
+                             "on every seed, being every seed's solution"),
     "solution_raises": (with_solution(SIMPLE, "raise ValueError('no idea')"),
                         "ValueError: no idea"),
     "a_str": (with_solution(SIMPLE, r'return "\\boxed{1}"'),

@@ -18,8 +18,9 @@ never runs (so nothing it does can help a play):
   * each seed's solution on its seed: it must win, i.e. end the episode with terminated=True
     and a positive reward;
   * two blind players, whose actions do not depend on the episode: the next seed's solution,
-    and that solution's first action repeated. Neither may win more than half of the seeds
-    (each stops once it no longer can): else the outcome ignores the episode, or the agent.
+    and that solution's first action repeated. Neither may win more than half of the seeds on
+    which it is not that seed's own solution (a small answer space makes such coincidences), nor
+    be every seed's solution: else the outcome ignores the episode, or the agent.
 
 What comes back is checked, in the child and again here: a list of 1 to `max_actions` strings
 of at most `limits.max_action_chars` characters each. Omitted: a proof that nothing else wins
@@ -132,11 +133,19 @@ def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_t
               "a win must depend on what the agent does")]
     reasons = []
     for claim, plays, fix in blind:
+        # a blind play that begins with the seed's own solution wins by coincidence (a small
+        # answer space): only the other seeds are evidence
+        told = [(seed, actions) for seed, actions, own in zip(seeds, plays, solutions)
+                if tuple(actions[:len(own)]) != own]
+        if not told:
+            reasons.append(f"{claim} on every seed, being every seed's solution; {fix}")
+            continue
         wins = 0
-        for played, (seed, actions) in enumerate(zip(seeds, plays), 1):
+        for played, (seed, actions) in enumerate(told, 1):
             wins += play(fresh, seed, actions).won
-            if 2 * (wins + len(seeds) - played) <= len(seeds):
-                break  # it can no longer win most seeds
-        if 2 * wins > len(seeds):
-            reasons.append(f"{claim} on {wins}/{len(seeds)} seeds; {fix}")
+            if 2 * (wins + len(told) - played) <= len(told):
+                break  # it can no longer win most of them
+        if 2 * wins > len(told):
+            reasons.append(f"{claim} on {wins}/{len(told)} seeds where it is not that seed's "
+                           f"own solution; {fix}")
     return reasons

@@ -104,7 +104,7 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
                  rng: random.Random | None = None) -> Validation:
     """Load, reset, probe and play episodes of `source` as play would, then (with
     `require_solution`) win with its solution() and lose with blind players; say why it fails,
-    if it does. Seeds come from `rng` (default: a fresh, unseeded one). Without
+    if it does. Seeds come from `rng` (default: a stream seeded by the source itself). Without
     `require_solution` there is no `solution` stage, and solution() is never called."""
     result = Validation(ok=False)
     failed = static_check(source)
@@ -112,7 +112,7 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
         result.stage, reason = failed
         result.reasons.append(reason)
         return result
-    rng = rng or random.Random()
+    rng = rng or random.Random(source)  # one source, one answer; training passes its own
     start = time.monotonic()
     deadline = start + time_budget_s
     phase = "load"
