@@ -25,7 +25,9 @@ def write_designs(designs: list[Design], out_dir: str | Path) -> str:
     for d in designs:
         header = [f"# {d.id}: {d.skill.setting}/{d.skill.key}, document {d.document_id}, "
                   f"attempt {d.attempt}", f"# valid: {d.valid}"]
-        header += [f"# reason: {reason}" for reason in d.reasons]
+        # one comment line per reason: a reason quotes the environment (its exception message),
+        # and a line break in it would make the rest of the line a statement of this file
+        header += [f"# reason: {' '.join(reason.splitlines())}" for reason in d.reasons]
         # a reply without code is kept, commented out, so one can read what the model wrote
         body = d.source if d.source is not None else "".join(
             f"# | {line}\n" for line in d.completion.text.splitlines())

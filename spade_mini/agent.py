@@ -5,9 +5,16 @@ turn, puts every live episode's chat into ONE batched `continue_chats` call (fin
 drop out; within the call each row stops at its EOS and each episode reuses the keys and values
 of its previous turn; a policy without that method gets `generate`). Batching is the main speed
 lever even on a CPU. A job names the environment source, the
-seed, and the arm: `no_hint` (trained) or `hint` (the privileged hint is appended to the first
-observation; never trained). The same seeds are played in both arms, so regret is a paired
-difference.
+seed, and the arm: `no_hint` (trained) or `hint` (the privileged hint, read beforehand outside
+the children that play, is appended to the first observation; never trained). The same seeds
+are played in both arms, so regret is a paired difference, and a child that plays is asked the
+same calls in either arm: it cannot tell which arm it is in.
+
+The children of a turn are reset and stepped at once (sandbox.reset_envs / step_envs), so a
+turn waits for its slowest child, not for the sum; and each design has `design_budget_s`
+seconds of environment time over its whole play (a turn charges a design its slowest reply).
+A design that uses it up is cut: its live episodes end as crashed in step(), which makes the
+design invalid (stage `play`), so one slow design costs the batch at most its budget.
 
 Actions: in games the agent answers `\\boxed{...}`; the last box is passed to `step` re-wrapped
 as `\\boxed{x}`. In tool use the first `<tool_call>...</tool_call>` or `<answer>...</answer>`
@@ -19,12 +26,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 
 from spade_mini.config import DEFAULTS
 from spade_mini.policy import PLAIN, Sampling, acting_as, continue_chats
 from spade_mini.reward import episode_return
-from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits, start_envs
+from spade_mini.sandbox import (EnvTimeout, SandboxedEnv, SandboxError, SandboxLimits, reset_envs,
+                                start_envs, step_envs)
 
 # The paper's game prompt ("reasoning"), and a short one for small models ("answer"): asked to
 # reason first, the 135M embedded model rarely ends a turn within a CPU-sized token budget.
@@ -38,6 +47,7 @@ TOOL_TEMPLATE = ("You can use these tools:\n{tools}\n\nCall one tool per turn as
                  '<tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call>, and finish with '
                  "<answer>...</answer>.\n\nTask: {obs}")
 RAW_ACTION_CHARS = 2000  # an action without a box or tag is passed on truncated to this
+DESIGN_BUDGET_S = 10.0  # environment time one design may make a batch of play wait, in all
 
 
 @dataclass
@@ -45,7 +55,7 @@ class Job:
     source: str
     seed: int
     arm: str = "no_hint"           # "no_hint" | "hint"
-    hint: str | None = None        # hint text; None in the hint arm means: ask the env's hint()
+    hint: str | None = None        # the hint shown in the hint arm (None: the arm plays unhinted)
     design_id: str = ""
 
 
@@ -136,33 +146,34 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turn
                   max_context_tokens: int = DEFAULTS.max_context_tokens, limits: SandboxLimits | None = None,
                   return_mode: str = DEFAULTS.return_mode, crash_reward: float = DEFAULTS.crash_reward,
                   temperature: float | None = None, on_turn=None,
-                  template: str = DEFAULTS.agent_template) -> list[Episode]:
+                  template: str = DEFAULTS.agent_template,
+                  design_budget_s: float = DESIGN_BUDGET_S) -> list[Episode]:
     """Play every job to its end, advancing all live episodes one turn per batched call."""
     episodes = [Episode(job=j) for j in jobs]
     envs: list[SandboxedEnv | None] = [None] * len(jobs)
+    clock = Budget(design_budget_s, (limits or SandboxLimits()).call_timeout_s)
     live: list[int] = []
     try:
         started = start_envs([ep.job.source for ep in episodes], limits=limits)  # load in parallel
         envs = [env if isinstance(env, SandboxedEnv) else None for env in started]
-        for i, ep in enumerate(episodes):
-            try:
-                if envs[i] is None:
-                    raise started[i]  # it did not start: recorded like a failed reset
-                obs, info = envs[i].reset(seed=ep.job.seed)
-                hint = ep.job.hint if ep.job.arm == "hint" else None  # the trained arm never sees it
-                if ep.job.arm == "hint" and hint is None and envs[i].has_hint:
-                    try:
-                        hint = envs[i].hint()
-                    except SandboxError as e:  # a broken hint() must not end the episode at -1
-                        ep.notes.append(f"hint failed: {type(e).__name__}: {e}")
-                        obs, info = envs[i].reset(seed=ep.job.seed)  # the error recycled the child
-                # without a hint, the hint arm plays unhinted (and measures no regret)
-                ep.hint_shown = bool(hint)
-                ep.tools = info.get("tools") or None
-                ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint, template)})
-                live.append(i)
-            except SandboxError as e:
-                _end(ep, f"reset failed: {type(e).__name__}: {e}", crash="reset", crash_reward=crash_reward)
+        loaded = [i for i in range(len(jobs)) if envs[i] is not None]
+        for i in [i for i in range(len(jobs)) if envs[i] is None]:  # like a failed reset
+            _end(episodes[i], f"reset failed: {type(started[i]).__name__}: {started[i]}",
+                 crash="reset", crash_reward=crash_reward)
+        replies = clock.run(episodes, loaded, lambda idx, ends: reset_envs(
+            [envs[i] for i in idx], [episodes[i].job.seed for i in idx], ends))
+        for i, out in zip(loaded, replies):
+            ep = episodes[i]
+            if isinstance(out, SandboxError):
+                _end(ep, clock.reason("reset", ep, out), crash=clock.crash("reset", ep, out),
+                     crash_reward=crash_reward)
+                continue
+            obs, info = out
+            hint = ep.job.hint if ep.job.arm == "hint" else None  # the trained arm never sees it
+            ep.hint_shown = bool(hint)
+            ep.tools = info.get("tools") or None
+            ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint, template)})
+            live.append(i)
         for turn in range(max_turns):
             if not live:
                 break
@@ -175,7 +186,7 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turn
             with acting_as(policy, "agent"):
                 outs = continue_chats(policy, [episodes[i].messages for i in live], max_new_tokens,
                                       temperature=temperature, keys=[id(episodes[i]) for i in live])
-            still = []
+            acting = []
             for i, out in zip(live, outs):
                 ep = episodes[i]
                 ep.messages.append({"role": "assistant", "content": out.text})
@@ -185,11 +196,16 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turn
                 if not out.finished:  # a turn that never stopped is cut: nothing reaches the env
                     _end(ep, "no_eos")
                     continue
-                try:
-                    obs, reward, terminated, truncated, _ = envs[i].step(action)
-                except SandboxError as e:
-                    _end(ep, f"step failed: {type(e).__name__}: {e}", crash="step", crash_reward=crash_reward)
+                acting.append(i)
+            replies = clock.run(episodes, acting, lambda idx, ends: step_envs(
+                [envs[i] for i in idx], [episodes[i].turns[-1].action for i in idx], ends))
+            still = []
+            for i, out in zip(acting, replies):
+                ep = episodes[i]
+                if isinstance(out, SandboxError):
+                    _end(ep, clock.reason("step", ep, out), crash="step", crash_reward=crash_reward)
                     continue
+                obs, reward, terminated, truncated, _ = out
                 ep.turns[-1].reward = reward
                 if terminated or truncated:
                     ep.messages.append({"role": "user", "content": obs})
@@ -211,6 +227,44 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turn
         if ep.crashed is None:
             ep.ret = episode_return(ep.rewards, ep.terminated, mode=return_mode)
     return episodes
+
+
+class Budget:
+    """Each design's environment time left in one play; a design with none left is cut."""
+
+    def __init__(self, seconds: float, call_timeout_s: float):
+        self.seconds, self.call_timeout_s = seconds, call_timeout_s
+        self.left: dict[str, float] = {}
+        self.cut: set[str] = set()
+
+    def run(self, episodes: list[Episode], idx: list[int], call) -> list:
+        """`call(idx, deadlines)` for these episodes at once, each deadline within what its
+        design has left; then charge each design the time of its slowest reply."""
+        start = time.monotonic()
+        designs = [episodes[i].job.design_id for i in idx]
+        values, took = call(idx, [start + max(0.0, self.left.setdefault(d, self.seconds))
+                                  for d in designs])
+        charge: dict[str, float] = {}
+        for d, t, value in zip(designs, took, values):
+            charge[d] = max(charge.get(d, 0.0), t)
+            if isinstance(value, EnvTimeout) and self.left[d] < self.call_timeout_s:
+                self.cut.add(d)
+        for d, t in charge.items():
+            self.left[d] -= t
+        return values
+
+    def over(self, ep: Episode) -> bool:
+        return ep.job.design_id in self.cut or self.left.get(ep.job.design_id, 1.0) <= 0
+
+    def reason(self, what: str, ep: Episode, exc: SandboxError) -> str:
+        if self.over(ep):
+            return (f"{what} failed: the design used up its {self.seconds:g} s of environment "
+                    "time in this play")
+        return f"{what} failed: {type(exc).__name__}: {exc}"
+
+    def crash(self, what: str, ep: Episode, exc: SandboxError) -> str:
+        """A reset cut by the budget is the design's fault (a crash in play), not a lost seed."""
+        return "step" if self.over(ep) else what
 
 
 def _end(ep: Episode, reason: str, *, terminated: bool = False, crash: str | None = None,

@@ -14,7 +14,7 @@ from spade_mini.sandbox import SandboxedEnv, SandboxLimits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAST = SandboxLimits(call_timeout_s=1.5, load_timeout_s=3.0, cpu_s=20, memory_mb=256)
-ALL_LAYERS = {"rlimits", "userns", "netns", "ipcns", "pidns", "uid", "pdeathsig", "no_new_privs",
+ALL_LAYERS = {"rlimits", "userns", "netns", "ipcns", "pidns", "mntns", "uid", "pdeathsig", "no_new_privs",
               "landlock", "seccomp"}
 
 # Bypass the import allowlist on purpose (it is not the boundary): walk from the environment's
@@ -66,6 +66,12 @@ def spin_thread():
     thread = worker()["__builtins__"].__import__("_thread")
     thread.start_new_thread(lambda: [0 for _ in iter(int, 1)], ())
 
+def wait(seconds):
+    """Block for `seconds` without using the CPU (a lock nobody releases; a futex wait)."""
+    lock = worker()["__builtins__"].__import__("_thread").allocate_lock()
+    lock.acquire()
+    lock.acquire(timeout=seconds)
+
 def spin(seconds):
     clock = worker()["sys"].modules["time"].monotonic
     end = clock() + seconds
@@ -89,6 +95,12 @@ class CountEnv:
 '''
 
 
+def stalling(seconds: float) -> str:
+    """SIMPLE, whose every step first waits `seconds` (just under a deadline, say)."""
+    return KIT + SIMPLE.replace("        self.turns += 1\n",
+                                f"        self.turns += 1\n        wait({seconds})\n")
+
+
 @functools.cache
 def active_layers() -> frozenset:
     with SandboxedEnv(SIMPLE, limits=FAST) as env:
@@ -105,10 +117,10 @@ def expected_layers() -> set:
     """What this machine should give us; asserting it keeps a broken layer from hiding."""
     layers = {"rlimits", "pdeathsig", "no_new_privs"}
     if os.geteuid() == 0:
-        layers |= {"netns", "ipcns", "pidns", "uid"}
+        layers |= {"netns", "ipcns", "pidns", "mntns", "uid"}
     elif subprocess.run([sys.executable, "-c", "import ctypes, sys; "
                          "sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"]).returncode == 0:
-        layers |= {"userns", "netns", "ipcns", "pidns"}  # unprivileged user namespaces work
+        layers |= {"userns", "netns", "ipcns", "pidns", "mntns"}  # unprivileged user namespaces work
     libc = ctypes.CDLL(None)
     libc.syscall.restype = ctypes.c_long
     if libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1)) >= 1:

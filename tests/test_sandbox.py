@@ -271,7 +271,7 @@ def test_reading_a_file_outside_is_denied(sandbox, tmp_path):
     secret.chmod(0o644)
     step = f'return attempt(lambda: open("{secret}").read()), 0.0, False, False, {{}}'
     obs = step_once(sandbox, step)[0]
-    assert "hunter2" not in obs and obs == "PermissionError"
+    assert "hunter2" not in obs and obs in ("PermissionError", "FileNotFoundError")
 
 
 @requires('landlock')
@@ -280,7 +280,8 @@ def test_no_directory_is_writable(sandbox, tmp_path):
     paths = [tmp_path / "planted.txt", "scratch.txt", "/tmp/planted.txt", "/dev/shm/planted"]
     step = (f'r = [attempt(lambda: open(p, "w").write("x")) for p in {[str(p) for p in paths]!r}]'
             '\nreturn " ".join(r), 0.0, False, False, {}')
-    assert step_once(sandbox, step)[0] == " ".join(["PermissionError"] * 4)
+    denied = {"PermissionError", "FileNotFoundError", "OSError"}  # OSError: a read-only root
+    assert set(step_once(sandbox, step)[0].split()) <= denied
     assert not (tmp_path / "planted.txt").exists()
 
 
@@ -288,7 +289,7 @@ def test_no_directory_is_writable(sandbox, tmp_path):
 def test_parent_environ_is_unreadable(sandbox):
     step = ('r = attempt(lambda: open("/proc/%d/environ", "rb").read())\n'
             'return r, 0.0, False, False, {}') % os.getpid()
-    assert step_once(sandbox, step)[0] == "PermissionError"
+    assert step_once(sandbox, step)[0] in ("PermissionError", "FileNotFoundError")
 
 
 # ---- network -------------------------------------------------------------------------------

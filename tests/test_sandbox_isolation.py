@@ -108,7 +108,7 @@ def test_the_environment_sees_no_host_pid(sandbox):
             'r = "%d %d %s" % (os.getpid(), os.getppid(), attempt(os.listdir, "/proc"))\n'
             'return r, 0.0, False, False, {}')
     pid, ppid, proc = step_once(sandbox, step)[0].split()
-    assert (pid, ppid) == ("1", "0") and proc in ("PermissionError", "[]")
+    assert (pid, ppid) == ("1", "0") and proc in ("PermissionError", "FileNotFoundError", "[]")
 
 
 @requires('uid')
@@ -125,7 +125,7 @@ def test_the_oom_killer_takes_a_sandbox_before_the_trainer(sandbox):
     lower = 'attempt(lambda: open("/proc/self/oom_score_adj", "w").write("-1000"))'
     env = sandbox(env_source(f'return {lower}, 0.0, False, False, {{}}'))
     env.reset(seed=0)
-    assert env.step("go")[0] == "PermissionError"  # landlock, or the missing CAP_SYS_RESOURCE
+    assert env.step("go")[0] in ("PermissionError", "FileNotFoundError")  # landlock, no /proc, or no CAP_SYS_RESOURCE
     with open(f"/proc/{env._child.env_pid}/oom_score_adj") as f:
         assert int(f.read()) == 1000
 
@@ -196,7 +196,7 @@ def test_the_child_reads_only_what_an_environment_needs(sandbox, tmp_path, world
             f'r = [attempt(read, p) for p in {[str(p) for p in denied + allowed]!r}]\n'
             'return "|".join(r), 0.0, False, False, {}')
     outcomes = step_once(sandbox, step)[0].split("|")
-    assert outcomes[:len(denied)] == ["PermissionError"] * len(denied), outcomes
+    assert set(outcomes[:len(denied)]) <= {"PermissionError", "FileNotFoundError"}, outcomes
     assert all(o.isdigit() and int(o) > 0 for o in outcomes[len(denied):]), outcomes
 
 

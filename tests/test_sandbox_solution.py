@@ -1,13 +1,14 @@
 """The solution stage of validate_env (a solution must win its seed, blind players must lose),
 what comes back from solution() and how it is bounded, and `solve`, the only way out of the
 sandbox for the privileged answers (the bundled environments: test_envs.py)."""
+import re
 import time
 
 import pytest
 from hostile import FAST, KIT, SIMPLE, assert_bounded
 
 from spade_mini.reward.leaks import leaked_answer
-from spade_mini.sandbox import (SOLUTION_SEEDS, EnvProtocolError, SandboxedEnv, SandboxLimits,
+from spade_mini.sandbox import (SOLUTION_EPISODES, EnvProtocolError, SandboxedEnv, SandboxLimits,
                                 Solved, solve, validate_env)
 
 
@@ -26,12 +27,11 @@ assert WIN_CHECK in SIMPLE
 REFUSED = {
     "no_solution": (SIMPLE, "defines no solution()"),
     "solution_loses": (with_solution(SIMPLE, r"""return ["\\boxed{%d}" % (self.target % 9 + 1)]"""),
-                       "solution() lost on seed 1 with the episode still running after its last "
-                       "action (turn 1)"),
+                       "with the episode still running after its last action (turn 1)"),
     "house_always_wins": (with_solution(SIMPLE.replace("float(won), won,", "0.0, won,"),
                                         BOXED_TARGET),
-                          "solution() lost on seed 1 at turn 1 (terminated, reward 0): 'Correct.'"),
-    "always_pays": (with_solution(SIMPLE.replace("won = action", "won = self.turns >= 3 or action"),
+                          "at turn 1 (terminated, reward 0): 'Correct.'"),
+    "always_pays": (with_solution(SIMPLE.replace("won = action", "won = self.turns >= 3 and action[7:-1].isdigit() or action"),
                                   BOXED_TARGET),
                     "the outcome ignores the agent: a constant action (another seed's first "
                     "solution action, repeated) wins on 4/4 seeds"),
@@ -41,12 +41,11 @@ REFUSED = {
     "same_task_every_seed": (with_solution(SIMPLE.replace("self.rng.randint(1, 9)", "5"),
                                            BOXED_TARGET),
                              "the outcome ignores the episode: another seed's solution() wins "
-                             "on 4/4 seeds"),
+                             "on every seed, being every seed's solution"),
     "solution_raises": (with_solution(SIMPLE, "raise ValueError('no idea')"),
-                        "solution() raised on seed 1: ValueError: no idea"),
+                        "ValueError: no idea"),
     "a_str": (with_solution(SIMPLE, r'return "\\boxed{1}"'),
-              "solution() failed on seed 1: ProtocolViolation: solution() must return a list "
-              "of str, got str"),
+              "ProtocolViolation: solution() must return a list of str, got str"),
     "empty": (with_solution(SIMPLE, "return []"), "returned 0 actions; return 1 to 25"),
     "too_many": (with_solution(SIMPLE, "return ['x'] * 26"), "returned 26 actions; return 1 to 25"),
     "not_str": (with_solution(SIMPLE, "return [1]"), "action 0 must be a str, got int"),
@@ -56,11 +55,11 @@ REFUSED = {
     # solution() runs in a child of its own: what it changes there cannot help a play
     "cheats_in_its_child": (with_solution(
         SIMPLE.replace("won = action", "won = getattr(self, 'cheat', False) or action"),
-        "type(self).cheat = True\nreturn ['\\\\boxed{0}']"), "solution() lost on seed 1"),
+        "type(self).cheat = True\nreturn ['\\\\boxed{0}']"), "solution() lost on seed "),
     # a forged reply of the current id, with far too many actions: the parent refuses it too
     "forged_reply": (with_solution(KIT + SIMPLE, r"""json = worker()["sys"].modules["json"]
 reply(json.dumps({"id": request_id(), "ok": True, "value": ["x"] * 1000, "notes": []}) + "\n")
-return ["x"]"""), "solution() failed on seed 1: malformed solution reply"),
+return ["x"]"""), "malformed solution reply"),
 }
 
 
@@ -78,9 +77,9 @@ def test_a_solution_that_raises_shows_its_traceback():
 
 def test_a_solution_that_loses_on_every_seed_says_so_for_each():
     v = validate_env(REFUSED["solution_loses"][0], limits=FAST)
-    assert len(v.reasons) == len(SOLUTION_SEEDS)
-    assert all(r.startswith(f"solution() lost on seed {seed} with the episode still running")
-               for r, seed in zip(v.reasons, SOLUTION_SEEDS))
+    assert len(v.reasons) == SOLUTION_EPISODES
+    assert all(re.match(r"solution\(\) lost on seed \d+ with the episode still running", r)
+               for r in v.reasons), v.reasons
 
 
 def test_without_require_solution_validation_is_as_before():
@@ -140,9 +139,10 @@ def test_the_solver_loaded_early_still_counts_when_the_first_stages_are_slow():
 
 
 def test_the_solution_stage_keeps_validations_one_deadline():
-    slow = with_solution(KIT + SIMPLE, "spin(5)\n" + BOXED_TARGET)
+    # (the stages before it play some fifteen short episodes, each in a fresh child)
+    slow = with_solution(KIT + SIMPLE, "spin(8)\n" + BOXED_TARGET)
     start = time.monotonic()
     v = validate_env(slow, limits=SandboxLimits(call_timeout_s=10.0, load_timeout_s=3.0),
-                     time_budget_s=1.0)
-    assert v.stage == "solution" and "exceeded its 1 s budget" in v.reasons[0], v.reasons
-    assert_bounded(start, 2.0)
+                     time_budget_s=5.0)
+    assert v.stage == "solution" and "exceeded its 5 s budget" in v.reasons[0], v.reasons
+    assert_bounded(start, 6.0)

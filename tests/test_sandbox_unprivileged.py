@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ["test_sandbox.py", "test_sandbox_isolation.py", "test_sandbox_replies.py",
+TESTS = ["test_sandbox.py", "test_sandbox_isolation.py", "test_sandbox_replies.py", "test_sandbox_adversary.py",
          "test_sandbox_validate.py", "test_sandbox_solution.py"]
 PACKAGES = ["gymnasium", "numpy", "cloudpickle", "farama_notifications", "typing_extensions",
             "pyseccomp", "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py"]

@@ -89,7 +89,8 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
         with acting_as(policy, "designer"):
             completions = policy.generate(chats, max_new_tokens, temperature=temperature)
         sources = [extract_code(c.text) for c in completions]
-        validations = _validate_all(sources, limits, workers, require_solution)
+        validations = _validate_all(sources, limits, workers, require_solution,
+                                    [random.Random(rng.randrange(2**63)) for _ in sources])
         for i, slot in enumerate(pending):
             validation, completion = validations[i], completions[i]
             design_id = f"it{iteration:04d}-{first_slot + slot:02d}"
@@ -127,16 +128,17 @@ def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
 
 
 def _validate_all(sources: list[str | None], limits: SandboxLimits | None, workers: int,
-                  require_solution: bool) -> list[Validation | None]:
+                  require_solution: bool, rngs: list[random.Random]) -> list[Validation | None]:
     # Threads here only wait on sandbox child processes; the untrusted code runs in the child.
+    # Each validation draws its seeds from a stream of its own, as play draws its seeds.
     from spade_mini.sandbox import validate_env
 
-    def one(source):
+    def one(source, rng):
         return None if source is None else validate_env(source, limits=limits, max_turns=MAX_TURNS,
-                                                           require_solution=require_solution)
+                                                           require_solution=require_solution, rng=rng)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, sources))
+        return list(pool.map(one, sources, rngs))
 
 
 def design_record(design: Design, no_hint_solve_rate: float | None = None,

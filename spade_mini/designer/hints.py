@@ -8,11 +8,14 @@ of their own, together with each episode's privileged `solution()` (`sandbox.sol
 inside the children that play: a played child is asked the same calls in both arms, so it
 cannot tell which arm it is in. A hint that states its episode's answer (reward/leaks.py) buys
 regret without teaching: such a design plays no hint arm and earns no regret.
+Reading one environment's hints has HINT_BUDGET_S in all, so a design whose hint() or solution()
+stalls costs the iteration that long at most (and plays no hint arm).
 Omitted on purpose: rewriting a leaky hint (the design simply loses its hint arm).
 """
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -21,6 +24,8 @@ from spade_mini.designer.prompts import hint_prompt
 from spade_mini.envs import MAX_TURNS
 from spade_mini.reward.leaks import leaked_answer
 from spade_mini.sandbox import SandboxError, SandboxLimits, solve
+
+HINT_BUDGET_S = 10.0  # to load one environment and read all its seeds' hints and solutions
 
 
 def generate_hints(policy, sources: list[str], settings: list[str], max_new_tokens: int,
@@ -51,7 +56,8 @@ def episode_hints(sources: list[str], seeds: list[list[int]], written: list[str 
     other seeds' solutions telling a fixed word from an answer. Threads only wait on children."""
     def one(source: str, env_seeds: list[int], hint: str | None) -> EpisodeHints:
         try:
-            solved = solve(source, env_seeds, max_actions=MAX_TURNS, limits=limits)
+            solved = solve(source, env_seeds, max_actions=MAX_TURNS, limits=limits,
+                           deadline=time.monotonic() + HINT_BUDGET_S)
         except SandboxError as e:
             return EpisodeHints([None] * len(env_seeds), failure=f"hints not read: {type(e).__name__}: {e}")
         hints = [hint if hint is not None else s.hint for s in solved]

@@ -28,6 +28,7 @@ BAND = (0.15, 0.85)  # no-hint solve rates worth learning from
 REFERENCES = 2  # reference environments per prompt
 REFERENCE_POOL = 6  # sample the references from this many of the highest-regret records
 CODE_HEAD_CHARS = 1200  # code shown per reference (the reference shows 2000; our context is 8k)
+MAX_TITLE_CHARS = 120  # a title is the designer's own docstring: one line, and this long at most
 
 
 @dataclass
@@ -51,19 +52,26 @@ class Selection:
     avoid: EnvRecord | None
 
 
+def short_title(text: str) -> str:
+    """One line of at most MAX_TITLE_CHARS: a title is written by the designer, and three
+    unbounded ones once pushed the next designer prompt past the model's context."""
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_TITLE_CHARS else line[:MAX_TITLE_CHARS - 3] + "..."
+
+
 def env_title(source: str) -> str:
-    """First line of the `*Env` class docstring, else the class name (bounded parse: the source
-    is generated, and may be huge or nested deep on purpose)."""
+    """First line of the `*Env` class docstring, else the class name, as a `short_title`
+    (bounded parse: the source is generated, and may be huge or nested deep on purpose)."""
     try:
         tree = parse_source(source)
     except SourceError:
         match = re.search(r"^class\s+(\w*Env)\b", source[:MAX_SOURCE_CHARS], re.MULTILINE)
-        return match.group(1) if match else "untitled environment"
+        return short_title(match.group(1)) if match else "untitled environment"
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name.endswith("Env"):
             doc = ast.get_docstring(node)
             first = doc.strip().splitlines()[0].strip() if doc and doc.strip() else ""
-            return first or node.name
+            return short_title(first or node.name)
     return "untitled environment"
 
 
@@ -107,13 +115,13 @@ class Memory:
                 code = record.source[:code_chars]
                 if len(record.source) > code_chars:
                     code += "\n# ... (truncated)"
-                parts.append(f"{number}. {record.title} ({_stats(record)})\n```python\n{code}\n```")
+                parts.append(f"{number}. {short_title(record.title)} ({_stats(record)})\n```python\n{code}\n```")
             parts.append("</REFERENCE_ENVIRONMENTS>")
         if selection.avoid is not None:
             record = selection.avoid
             why = "too easy" if record.no_hint_solve_rate > self.band[1] else "too hard"
             parts.append(f"AVOID environments like this one, which was {why} "
-                         f"({_stats(record)}): {record.title}")
+                         f"({_stats(record)}): {short_title(record.title)}")
         return "\n".join(parts)
 
     def save(self, path: str | Path) -> None:

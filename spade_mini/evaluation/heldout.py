@@ -47,19 +47,26 @@ def heldout_items(tier: str, n: int, seed: int, envs=None) -> list[Item]:
 
 
 def play_heldout(policy, cfg, items: list[Item], arms, temperature: float, desc: str) -> list[tuple]:
-    """(item, arm, Episode) for every item and arm, one lockstep batch per setting."""
-    from spade_mini.designer import generate_hints
+    """(item, arm, Episode) for every item and arm, one lockstep batch per setting. Hints are
+    read as in training (designer/hints.py: outside the children that play, leak-checked)."""
+    from spade_mini.designer import episode_hints, generate_hints
     envs = list({it.data["env"].name: it.data["env"] for it in items}.values())
-    hints = {e.name: None for e in envs}  # None: the environment's own hint()
-    if "hint" in arms and cfg.hint_source == "policy":
-        texts = generate_hints(policy, [e.source for e in envs], [e.setting for e in envs],
-                               cfg.hint_max_new_tokens, temperature=cfg.hint_temperature)
-        hints = {e.name: h for e, h in zip(envs, texts)}
+    hints = {}  # (environment, seed) -> the hint its hint arm shows
+    if "hint" in arms:
+        written = (generate_hints(policy, [e.source for e in envs], [e.setting for e in envs],
+                                  cfg.hint_max_new_tokens, temperature=cfg.hint_temperature)
+                   if cfg.hint_source == "policy" else [None] * len(envs))  # None: its hint()
+        seeds = [[it.data["seed"] for it in items if it.data["env"].name == e.name] for e in envs]
+        read = episode_hints([e.source for e in envs], seeds, written,
+                             limits=play_settings(cfg)["limits"])
+        hints = {(e.name, seed): hint for e, env_seeds, r in zip(envs, seeds, read)
+                 for seed, hint in zip(env_seeds, r.hints)}
     out = []
     for setting in sorted({e.setting for e in envs}):  # tool-use prompts are longer: less padding
         group = [(it, arm) for it in items for arm in arms if it.data["env"].setting == setting]
         jobs = [Job(it.data["env"].source, it.data["seed"], arm,
-                    hints[it.data["env"].name] if arm == "hint" else None, it.id) for it, arm in group]
+                    hints.get((it.data["env"].name, it.data["seed"])) if arm == "hint" else None,
+                    it.id) for it, arm in group]
         bar = tqdm(total=cfg.max_turns, desc=f"{desc} {setting}", unit="turn")
         episodes = play_episodes(policy, jobs, **play_settings(cfg), temperature=temperature,
                                  on_turn=lambda turn, live: bar.update(1))

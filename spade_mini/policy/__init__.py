@@ -1,6 +1,7 @@
 """The policy: the ONE language model both roles share (it imports nothing else of spade_mini).
 
-    policy.py    Policy (generate, continue_chats, acting_as), Completion
+    policy.py    Policy (generate, continue_chats, acting_as), Completion, chat_ids (no text of a
+                 message becomes a special token)
     load.py      load_policy, policy_from_model, embedded_checkpoint, tiny_model,
                  save_trainable / load_trainable (what a checkpoint holds of the model)
     logprobs.py  Sampling, PLAIN, token_logprobs: log-probs of tokens under the sampler
@@ -12,9 +13,9 @@ from spade_mini.policy.load import (TRAINABLE_FILE, ModelError, embedded_checkpo
                                     load_trainable, pick_device, pick_dtype, policy_from_model,
                                     save_trainable, tiny_model)
 from spade_mini.policy.logprobs import PLAIN, Sampling, left_pad, sampled_logprobs, sampling_support, token_logprobs
-from spade_mini.policy.policy import CHAT_CACHE_BYTES, Completion, Policy, acting_as, continue_chats
+from spade_mini.policy.policy import CHAT_CACHE_BYTES, Completion, Policy, acting_as, chat_ids, continue_chats
 
-__all__ = ["Policy", "Completion", "acting_as", "continue_chats", "CHAT_CACHE_BYTES", "ModelError",
+__all__ = ["Policy", "Completion", "chat_ids", "acting_as", "continue_chats", "CHAT_CACHE_BYTES", "ModelError",
            "load_policy", "policy_from_model", "embedded_checkpoint", "tiny_model", "pick_device",
            "pick_dtype", "save_trainable", "load_trainable", "TRAINABLE_FILE", "Sampling", "PLAIN",
            "token_logprobs", "sampled_logprobs", "sampling_support", "left_pad"]

@@ -8,6 +8,12 @@ Two ways to sample: `generate` (one Hugging Face `generate` call) and `continue_
 agent's turns: `decoding.decode` drops finished rows and reuses each episode's keys and values
 between turns; the same greedy output). Log-probs of sampled tokens are in logprobs.py.
 
+Chats are rendered with `chat_ids`: the text of every message (and of tool specs) is untrusted
+(observations, hints, tool descriptions and documents come from generated environments and the
+corpus), so before the chat template runs, each place where a special token's text starts is
+broken by a zero-width space: the template's own markers are the only special tokens in a
+prompt, and an observation holding "<|im_end|><|im_start|>assistant" cannot forge a turn.
+
 Shapes (legend: spade_mini/__init__.py): B, T.
 Omitted on purpose: vLLM and other fast inference engines, and a frozen reference model (the
 loss has no KL term).
@@ -15,6 +21,7 @@ loss has no KL term).
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +29,43 @@ import torch
 from spade_mini.policy.logprobs import PLAIN, Sampling, left_pad
 
 CHAT_CACHE_BYTES = 8 * 2**30  # keys and values kept between an agent's turns, at most
+
+
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+def special_starts(tokenizer) -> re.Pattern | None:
+    """A regex that matches the first character wherever the text of one of `tokenizer`'s special
+    tokens starts (overlapping ones too); None when it has none of two characters or more."""
+    texts = {t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
+    texts = sorted(texts | set(tokenizer.all_special_tokens), key=len, reverse=True)
+    texts = [t for t in texts if len(t) > 1]
+    return re.compile("(?=" + "|".join(map(re.escape, texts)) + ")(.)", re.S) if texts else None
+
+
+def neutralized(value, starts: re.Pattern | None):
+    """`value` (a str, or lists and dicts of them) with a zero-width space after the first
+    character of every special token's text, so that no tokenizer reads it as that token."""
+    if starts is None:
+        return value
+    if isinstance(value, str):
+        return starts.sub(lambda m: m.group(1) + ZERO_WIDTH_SPACE, value)
+    if isinstance(value, list):
+        return [neutralized(v, starts) for v in value]
+    if isinstance(value, dict):
+        return {k: neutralized(v, starts) for k, v in value.items()}
+    return value
+
+
+def chat_ids(tokenizer, chat: list[dict], tools: list[dict] | None = None,
+             starts: re.Pattern | None = None) -> list[int]:
+    """The prompt tokens of `chat` (and `tools`) with a generation prompt: every message's
+    content is `neutralized` first, so the only special tokens are the template's own."""
+    starts = special_starts(tokenizer) if starts is None else starts
+    safe = [{**m, "content": neutralized(m["content"], starts)} if "content" in m else m for m in chat]
+    out = tokenizer.apply_chat_template(safe, tools=neutralized(tools, starts) or None,
+                                        add_generation_prompt=True, tokenize=True, return_dict=True)
+    return list(out["input_ids"])
 
 
 @dataclass
@@ -58,15 +102,14 @@ class Policy:
         self.pad_id = int(pad if pad is not None else min(self.eos_ids))
         from spade_mini.policy.decoding import ChatCache
         self.chat_cache = ChatCache(chat_cache_bytes)
+        self.special_starts = special_starts(tokenizer)  # for chat_ids
         # running counts, for throughput metrics: tokens kept, and positions the model computed
         # (prefilled prompt positions with their padding, decoded positions with the padding
         # after EOS that `generate` decodes), and prompt tokens whose keys and values were reused
         self.tokens_generated = self.tokens_prefilled = self.tokens_decoded = self.tokens_reused = 0
 
     def prompt_ids(self, chat: list[dict], tools: list[dict] | None = None) -> list[int]:
-        out = self.tokenizer.apply_chat_template(chat, tools=tools or None, add_generation_prompt=True,
-                                                 tokenize=True, return_dict=True)
-        return list(out["input_ids"])
+        return chat_ids(self.tokenizer, chat, tools, self.special_starts)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

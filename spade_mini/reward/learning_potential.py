@@ -2,13 +2,17 @@
 
 A design is rewarded for how far it moved the agent's no-hint return away from where that skill
 used to be: |mean no-hint return of the design - mu_slow(skill)|, with mu_slow a moving average
-of the skill's returns from BEFORE this iteration. Pure Python, like regret.py.
+of the skill's returns from BEFORE this iteration. Returns are read in the contract's [0, 1]
+(`regret.designer_return`): an environment that ends every episode at -1 must not score 1.3
+where one that keeps the contract scores at most max(mu, 1 - mu). Pure Python, like regret.py.
 """
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
+
+from spade_mini.reward.regret import designer_return
 
 
 @dataclass
@@ -37,13 +41,13 @@ class LearningPotential:
         """|fmean(returns) - mu_slow(skill)|, against the average from before this iteration."""
         if not returns:
             raise ValueError("LearningPotential.score needs at least one return")
-        return abs(fmean(returns) - self.slow.get(skill, 0.0))
+        return abs(fmean(map(designer_return, returns)) - self.slow.get(skill, 0.0))
 
     def update(self, skill: Hashable, returns: Sequence[float]) -> None:
         """Fold this iteration's returns for `skill` into both averages."""
         if not returns:
             raise ValueError("LearningPotential.update needs at least one return")
-        r = fmean(returns)
+        r = fmean(map(designer_return, returns))
         if skill not in self.fast:
             self.fast[skill] = self.slow[skill] = r
         else:

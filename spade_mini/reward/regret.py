@@ -5,6 +5,7 @@ plain Python numbers (no torch, no numpy), so it can be read, tested and reused 
 
 - `episode_return`: one episode's rewards -> one number in [-1, 1] (the agent's return).
 - `solve_rate`: the fraction of episodes with return > 0 (the reference's "win rate").
+- `designer_return`: a return as every designer reward reads it, inside the contract's [0, 1].
 - `hint_regret`: mean return with the hint minus mean return without it, over PAIRED seeds.
 - `regret_noise_floor`: what max(0, regret) pays on average for a USELESS hint, by K and solve rate.
 - `plateau`, `designer_reward`: turn regret and the no-hint solve rate into the designer's reward
@@ -62,6 +63,15 @@ def episode_return(rewards: Sequence[float], terminated: bool, mode: str = "last
     else:
         raise ValueError(f"unknown return mode {mode!r}; use 'last' or 'sum'")
     return _clip(float(raw), -1.0, 1.0)
+
+
+def designer_return(r: float) -> float:
+    """A return as every designer reward reads it: clipped to the contract's [0, 1] (1.0 for a
+    win, 0 for anything else), so that no designer reward, ablations included, pays an
+    environment for ending episodes below 0 (an environment that ends every episode at -1 would
+    otherwise earn a learning potential of 1.3, and a hinted win after an unhinted -1 a regret
+    of 2). The agent still trains on the raw return."""
+    return min(1.0, max(0.0, float(r)))
 
 
 def solve_rate(returns: Sequence[float]) -> float:
@@ -220,7 +230,10 @@ def score_design(kind: str, no_hint: Sequence[float], pairs: Sequence[tuple[floa
                  potential: float | None = None, estimator: str = "debiased") -> DesignScore:
     """Score one environment: `no_hint` holds every usable no-hint return (solve rate, learning
     potential), `pairs` the (no-hint, hint) returns of the seeds played with a hint in both arms
-    (regret). No pairs means no hint was shown: no regret, and a stated note."""
+    (regret). No pairs means no hint was shown: no regret, and a stated note. Every return is
+    read through `designer_return`."""
+    no_hint = [designer_return(r) for r in no_hint]
+    pairs = [(designer_return(a), designer_return(h)) for a, h in pairs]
     rate = solve_rate(no_hint)
     if not pairs:
         reward = designer_reward(kind, regret=None, no_hint_solve_rate=rate, potential=potential)

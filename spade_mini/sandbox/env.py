@@ -22,6 +22,7 @@ from entropy). The child is always sent an integer seed. The spaces are spaces.p
 observation is mapped into the observation space, an action into the action space before it is
 sent, and `notes` says how many characters were replaced.
 """
+import json
 import os
 import subprocess
 import time
@@ -32,7 +33,7 @@ import gymnasium
 from spade_mini.sandbox.limits import (EnvCrashed, EnvLoadError, EnvProtocolError, SandboxError,
                                        SandboxLimits)
 from spade_mini.sandbox.process import Child, available_layers, start_error
-from spade_mini.sandbox.protocol import check_shape
+from spade_mini.sandbox.protocol import check_shape, decode, tools_problem, unwrap
 from spade_mini.sandbox.source import MAX_SOURCE_CHARS, SourceError, imported_modules, parse_source
 from spade_mini.sandbox.spaces import into_space, text_space
 from spade_mini.sandbox.worker import ALLOWED_IMPORTS
@@ -40,6 +41,8 @@ from spade_mini.sandbox.worker import ALLOWED_IMPORTS
 START_PARALLEL = 2 * (os.cpu_count() or 1)  # children loading at once in start_envs
 EXIT_WAIT_S = 0.2  # after the reply pipe closed: how long to wait for the exit code
 SEED_BOUND = 2**31  # reset() without a seed plays a seed in [0, SEED_BOUND) drawn from np_random
+SHAPES = {"reset": (str, dict), "step": (str, float, bool, bool, dict), "hint": (str,),
+          "solution": (list,)}  # what each op's reply value must be
 
 
 def preload_for(source: str) -> list[str]:
@@ -136,22 +139,41 @@ class SandboxedEnv(gymnasium.Env):
     def pid(self) -> int | None:
         return None if self._child is None else self._child.proc.pid
 
-    # ---- one call ----
-    def _call(self, op: str, shape: tuple, deadline: float, max_chars: int, **args):
+    # ---- one call: a request, then its reply (batch.py writes many requests before reading) ----
+    def _request(self, op: str, deadline: float, **args) -> int:
         if self._child is None:
             raise SandboxError("the environment process is not running; call reset() first")
         req_id, self._next_id = self._next_id, self._next_id + 1
         try:
-            value, self.notes = self._child.call({"id": req_id, "op": op, **args}, deadline,
-                                                 self.limits.call_timeout_s, max_chars)
-            if not check_shape(value, shape):
+            self._child.channel.send((json.dumps({"id": req_id, "op": op, **args}) + "\n").encode(),
+                                     deadline)
+        except SandboxError as exc:
+            raise self._failed(exc) from None
+        return req_id
+
+    def _reply(self, line: bytes, req_id: int, op: str, max_chars: int):
+        try:
+            value, self.notes = unwrap(decode(line), req_id, max_chars)
+            if not check_shape(value, SHAPES[op]):
                 raise EnvProtocolError(f"malformed {op} reply from the environment process")
-        except EnvCrashed as exc:
-            raise self._crashed(exc) from None
-        except SandboxError:
-            self._stop()  # after any error the child is suspect: restart at the next reset
-            raise
+        except SandboxError as exc:
+            raise self._failed(exc) from None
         return value
+
+    def _failed(self, exc: SandboxError) -> SandboxError:
+        """After any error the child is suspect: stop it (the next reset starts a fresh one)."""
+        if isinstance(exc, EnvCrashed):
+            return self._crashed(exc)
+        self._stop()
+        return exc
+
+    def _call(self, op: str, deadline: float, max_chars: int, **args):
+        req_id = self._request(op, deadline, **args)
+        try:
+            line = self._child.channel.read_line(deadline, self.limits.call_timeout_s)
+        except SandboxError as exc:
+            raise self._failed(exc) from None
+        return self._reply(line, req_id, op, max_chars)
 
     def _crashed(self, exc: EnvCrashed) -> EnvCrashed:
         try:
@@ -174,10 +196,27 @@ class SandboxedEnv(gymnasium.Env):
             self.notes.append(f"{replaced} characters outside the observation space replaced")
         return obs
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
+    def _seeded(self, seed: int | None) -> int:
+        """Reseed `np_random` as gymnasium does; the seed the child gets."""
+        gymnasium.Env.reset(self, seed=seed)
         if seed is None:  # the next seed of the stream that the last reset(seed=s) started
             seed = int(self.np_random.integers(SEED_BOUND))
+        return seed
+
+    def _reset_reply(self, value) -> tuple[str, dict]:
+        obs, info = value
+        problem = tools_problem(info["tools"]) if "tools" in info else None
+        if problem is not None:  # consumers read the specs' fields: refuse what they cannot
+            self._stop()
+            raise EnvProtocolError(problem)
+        return self._observation(obs), info
+
+    def _step_reply(self, value) -> tuple:
+        obs, reward, terminated, truncated, info = value
+        return self._observation(obs), reward, terminated, truncated, info
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        seed = self._seeded(seed)
         limits = self.limits
         end = None
         if self._needs_fresh_child():
@@ -186,21 +225,18 @@ class SandboxedEnv(gymnasium.Env):
             self.restarts += 1
             self._launch(self._until(limits.load_timeout_s, end))
             self._await_ready()
-        obs, info = self._call("reset", (str, dict), self._until(limits.call_timeout_s, end),
-                               limits.max_obs_chars, seed=seed)
-        return self._observation(obs), info
+        return self._reset_reply(self._call("reset", self._until(limits.call_timeout_s, end),
+                                            limits.max_obs_chars, seed=seed))
 
     def step(self, action: str):
         sent, _ = into_space(str(action), self.limits.max_action_chars)
-        obs, reward, terminated, truncated, info = self._call(
-            "step", (str, float, bool, bool, dict), self._until(self.limits.call_timeout_s),
-            self.limits.max_obs_chars, action=sent)
-        return self._observation(obs), reward, terminated, truncated, info
+        return self._step_reply(self._call("step", self._until(self.limits.call_timeout_s),
+                                           self.limits.max_obs_chars, action=sent))
 
     def hint(self) -> str:
         if not self.has_hint:
             raise SandboxError("the environment defines no hint()")
-        return self._call("hint", (str,), self._until(self.limits.call_timeout_s),
+        return self._call("hint", self._until(self.limits.call_timeout_s),
                           self.limits.max_hint_chars)
 
 

@@ -11,6 +11,9 @@ In order (the order matters; the comments in `harden` say why):
     pidns         a private PID namespace: the environment is pid 1 of its own namespace and
                   cannot name the trainer, a sibling, or any host process (a small waiter
                   process outside it relays the exit status)
+    mntns         a mount namespace whose root is a read-only tmpfs holding only what landlock
+                  lets it read (rootfs.py): no host path, no /proc, no /sys, so stat() tells
+                  nothing of the host's processes, of its siblings' threads or of file sizes
     uid           as root: a uid/gid of its own from a reserved range, no groups
     pdeathsig     SIGKILL when the parent dies (set after the uid change, which clears it)
     no_new_privs  required by landlock and seccomp
@@ -29,12 +32,15 @@ import resource
 import signal
 import sys
 
-import syscalls  # next to this file; the worker puts this folder on sys.path to import us
+import rootfs  # next to this file; the worker puts this folder on sys.path to import us
+import syscalls
 
-LAYERS = ("rlimits", "userns", "netns", "ipcns", "pidns", "uid", "pdeathsig", "no_new_privs",
-          "landlock", "seccomp")
+LAYERS = ("rlimits", "userns", "netns", "ipcns", "pidns", "mntns", "uid", "pdeathsig",
+          "no_new_privs", "landlock", "seccomp")
 CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWPID = 0x10000000, 0x40000000, 0x08000000, \
     0x20000000
+CLONE_NEWNS = 0x00020000
+HIDDEN = ("site-packages", "dist-packages")  # inside the standard library, never readable
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _LIBC.syscall.restype = ctypes.c_long
@@ -122,15 +128,23 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def read_paths(cfg: dict) -> list[str]:
-    """What the environment may read: the standard library without its site-packages, the
-    worker's own files and tooluse.py (for tracebacks), /dev/null and /dev/urandom."""
+def visible_paths(cfg: dict) -> tuple[list[str], list[str]]:
+    """What the environment may read: the standard library (less the HIDDEN folders in it, the
+    second list), the worker's own files and tooluse.py (for tracebacks), /dev/null and
+    /dev/urandom."""
     stdlib = os.path.dirname(os.__file__)
-    paths = [os.path.join(stdlib, name) for name in sorted(os.listdir(stdlib))
-             if name not in ("site-packages", "dist-packages")]
     here = os.path.dirname(os.path.abspath(__file__))
-    paths += [os.path.join(here, name) for name in ("worker.py", "kernel.py", "syscalls.py")]
-    return paths + [cfg["tooluse_path"], "/dev/null", "/dev/urandom"]
+    files = [os.path.join(here, name) for name in ("worker.py", "kernel.py", "syscalls.py",
+                                                   "rootfs.py")]
+    return ([stdlib, *files, cfg["tooluse_path"], "/dev/null", "/dev/urandom"],
+            [os.path.join(stdlib, name) for name in HIDDEN])
+
+
+def read_paths(cfg: dict) -> list[str]:
+    """`visible_paths` as landlock rules: the standard library entry by entry, less HIDDEN."""
+    (stdlib, *rest), _ = visible_paths(cfg)
+    return [os.path.join(stdlib, name) for name in sorted(os.listdir(stdlib))
+            if name not in HIDDEN] + rest
 
 
 def landlock_ruleset(paths: list[str]) -> int:
@@ -220,6 +234,8 @@ def harden(cfg: dict) -> list[str]:
         attempt("userns", enter_user_namespace)
     for name, flag in (("netns", CLONE_NEWNET), ("ipcns", CLONE_NEWIPC), ("pidns", CLONE_NEWPID)):
         attempt(name, lambda flag=flag: unshare(flag))  # each needs root or the user namespace
+    attempt("mntns", lambda: unshare(CLONE_NEWNS), record=False)
+    attempt("mntns", lambda: rootfs.enter(*visible_paths(cfg)))  # before capabilities go
     if "userns" in done:
         attempt("userns", drop_capabilities, record=False)
     if root and cfg["uid"] is not None:

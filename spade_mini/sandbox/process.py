@@ -32,8 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER_PATH = os.path.join(HERE, "worker.py")
 TOOLUSE_PATH = os.path.join(os.path.dirname(HERE), "tooluse.py")
 # The same names, in the same order, as kernel.LAYERS (a child-side module, not imported here).
-LAYERS = ("rlimits", "userns", "netns", "ipcns", "pidns", "uid", "pdeathsig", "no_new_privs",
-          "landlock", "seccomp")
+LAYERS = ("rlimits", "userns", "netns", "ipcns", "pidns", "mntns", "uid", "pdeathsig",
+          "no_new_privs", "landlock", "seccomp")
 # uids no distribution or systemd hands out (systemd leaves 1879048192-2147483647 unused).
 UID_BASE, UID_COUNT = 1_900_000_000, 2**24
 KILL_WAIT_S = 1.0
@@ -147,9 +147,6 @@ class Child:
                 return int(f.read().split()[0])
         except (OSError, IndexError, ValueError):  # no CONFIG_PROC_CHILDREN, or it already died
             return self.proc.pid
-
-    def call(self, request: dict, deadline: float, timeout_s: float, max_chars: int):
-        return self.channel.call(request, deadline, timeout_s, max_chars)
 
     def census(self) -> tuple[int, bool]:
         """(threads, has child processes) of the environment's process, read from /proc."""

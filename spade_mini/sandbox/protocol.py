@@ -14,6 +14,8 @@ reply is checked here before use:
 
 The memory one reply can cost is bounded by the cap: at most about 60 bytes of Python objects
 per byte of JSON (1.4 M empty dicts from 4 MB of `{},`), so under 70 MB at the default 1 MiB.
+`info["tools"]` of a reset, when present, must be the tool specs every consumer reads
+(agent.py's first message, evaluation/heldout.py's checks): `tools_problem` says why not.
 Every violation is an `EnvProtocolError` (and a dead child an `EnvCrashed`, a late one an
 `EnvTimeout`); no ValueError, RecursionError or MemoryError leaves this module.
 """
@@ -33,6 +35,10 @@ MAX_MESSAGE_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 8_000
 MAX_NOTES = 8
 READ_CHUNK = 1 << 16
+MAX_TOOLS = 32
+MAX_TOOLS_CHARS = 8_000  # the specs as JSON, as the agent's first message shows them
+TOOL_SHAPE = ("{'type': 'function', 'function': {'name': str, 'description': str, 'parameters': "
+              "{'type': 'object', 'properties': {name: {...}}, 'required': [name, ...]}}}")
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -85,6 +91,26 @@ def check_shape(value, types: tuple) -> bool:
         return type(value) is types[0]
     return (isinstance(value, list) and len(value) == len(types)
             and all(type(v) is t for v, t in zip(value, types)))
+
+
+def tools_problem(tools) -> str | None:
+    """Why `tools` (a reset's info["tools"]) is not a list of at most MAX_TOOLS function specs
+    of TOOL_SHAPE, at most MAX_TOOLS_CHARS as JSON; None when it is."""
+    if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
+        return f"info['tools'] must be a list of at most {MAX_TOOLS} tool specs"
+    for i, tool in enumerate(tools):
+        spec = tool.get("function") if isinstance(tool, dict) else None
+        params = spec.get("parameters") if isinstance(spec, dict) else None
+        if not (isinstance(params, dict) and tool.get("type", "function") == "function"
+                and isinstance(spec.get("name"), str) and spec["name"]
+                and isinstance(spec.get("description", ""), str)
+                and isinstance(params.get("properties", {}), dict)
+                and isinstance(params.get("required", []), list)
+                and all(isinstance(r, str) for r in params.get("required", []))):
+            return f"info['tools'][{i}] is not a tool spec; write {TOOL_SHAPE}"
+    if len(json.dumps(tools)) > MAX_TOOLS_CHARS:
+        return f"info['tools'] is longer than {MAX_TOOLS_CHARS} characters as JSON"
+    return None
 
 
 def _text(msg: dict, key: str, limit: int) -> str:
@@ -153,32 +179,44 @@ class Channel:
             except BrokenPipeError:
                 raise EnvCrashed("the environment process exited") from None
 
-    def read_line(self, deadline: float, timeout_s: float) -> bytes:
-        """The next reply line, at most `cap` bytes, before `deadline`."""
-        while True:
-            newline = self._buf.find(b"\n", self._scanned)
-            if newline >= 0:
-                line = bytes(self._buf[:newline])
-                del self._buf[:newline + 1]
-                self._scanned = 0
-                return line
-            self._scanned = len(self._buf)
-            if len(self._buf) > self.cap:
-                raise EnvProtocolError(f"reply longer than {self.cap} bytes")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise EnvTimeout(f"no reply within {timeout_s:.1f} s")
-            if not self._read_poll.poll(max(1, int(left * 1000))):
-                continue
+    def _take_line(self) -> bytes | None:
+        """The next complete reply line already read, or None (over `cap` bytes: refused)."""
+        newline = self._buf.find(b"\n", self._scanned)
+        if newline >= 0:
+            line = bytes(self._buf[:newline])
+            del self._buf[:newline + 1]
+            self._scanned = 0
+            return line
+        self._scanned = len(self._buf)
+        if len(self._buf) > self.cap:
+            raise EnvProtocolError(f"reply longer than {self.cap} bytes")
+        return None
+
+    def read_ready(self) -> bytes | None:
+        """Once the reply pipe is readable (poll said so): read what is there; the complete
+        line if there is one now, else None."""
+        line = self._take_line()
+        if line is None:
             chunk = os.read(self.reply_fd, READ_CHUNK)
             if not chunk:
                 raise EnvCrashed("the environment process exited")
             self._buf += chunk
+            line = self._take_line()
+        return line
 
-    def call(self, request: dict, deadline: float, timeout_s: float, max_chars: int):
-        """Send one request; return (value, notes) of its checked reply."""
-        self.send((json.dumps(request) + "\n").encode(), deadline)
-        return unwrap(decode(self.read_line(deadline, timeout_s)), request["id"], max_chars)
+    def read_line(self, deadline: float, timeout_s: float) -> bytes:
+        """The next reply line, at most `cap` bytes, before `deadline`."""
+        while True:
+            line = self._take_line()
+            if line is not None:
+                return line
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EnvTimeout(f"no reply within {timeout_s:.1f} s")
+            if self._read_poll.poll(max(1, int(left * 1000))):
+                line = self.read_ready()
+                if line is not None:
+                    return line
 
     def close(self) -> None:
         for fd in (self.request_fd, self.reply_fd):

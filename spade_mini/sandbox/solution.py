@@ -10,15 +10,17 @@ episode. They are the answer, so `SandboxedEnv` has no way to ask for them (it o
                                            their own
     launch_solver, solution_reasons        validate_env's `solution` stage
 
-The stage gets solution() on SOLUTION_SEEDS from a child of its own (launched when validation
-starts, so that it loads while the first stages run), then plays in the validation child, where
-solution() never runs (so nothing it does can help a play):
+The stage gets solution() on SOLUTION_EPISODES seeds (drawn as play draws its seeds) from a
+child of its own (launched when validation starts, so that it loads while the first stages
+run), then plays every episode in a fresh child, as play does (episodes.py), where solution()
+never runs (so nothing it does can help a play):
 
   * each seed's solution on its seed: it must win, i.e. end the episode with terminated=True
     and a positive reward;
   * two blind players, whose actions do not depend on the episode: the next seed's solution,
-    and that solution's first action repeated. Neither may win more than half of the seeds:
-    else the outcome ignores the episode, or the agent.
+    and that solution's first action repeated. Neither may win more than half of the seeds on
+    which it is not that seed's own solution (a small answer space makes such coincidences), nor
+    be every seed's solution: else the outcome ignores the episode, or the agent.
 
 What comes back is checked, in the child and again here: a list of 1 to `max_actions` strings
 of at most `limits.max_action_chars` characters each. Omitted: a proof that nothing else wins
@@ -29,9 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spade_mini.sandbox.env import SandboxedEnv
+from spade_mini.sandbox.episodes import Fresh, play
 from spade_mini.sandbox.limits import EnvProtocolError, EnvRuntimeError, SandboxLimits
 
-SOLUTION_SEEDS = (1, 2, 3, 4)
+SOLUTION_EPISODES = 4  # seeds whose solution() must win
 NO_SOLUTION = ("the environment defines no solution(); add solution(self) -> list[str], the "
                "actions that win the current episode, so validation can prove it can be won")
 
@@ -58,13 +61,14 @@ class _Solver(SandboxedEnv):
         return solver
 
     def ready(self) -> None:
-        """Wait for the child that `launch` started; its load timeout counts from now, since
-        what ran in between (validation's first stages) was not its loading."""
-        self._start_deadline = self._until(self.limits.load_timeout_s)
-        self._await_ready()
+        """Wait for the child that `launch` started (once); its load timeout counts from now,
+        since what ran in between (validation's first stages) was not its loading."""
+        if self.class_name is None:
+            self._start_deadline = self._until(self.limits.load_timeout_s)
+            self._await_ready()
 
     def solution(self, max_actions: int) -> tuple[str, ...]:
-        value = self._call("solution", (list,), self._until(self.limits.call_timeout_s),
+        value = self._call("solution", self._until(self.limits.call_timeout_s),
                            self.limits.max_action_chars, max_actions=max_actions)
         if not (1 <= len(value) <= max_actions and all(type(a) is str for a in value)):
             self._stop()  # the child checks this too: it is lying, so it is done
@@ -94,24 +98,12 @@ def launch_solver(source: str, limits: SandboxLimits | None, deadline: float | N
     return _Solver.launch(source, limits, deadline)
 
 
-def play(env: SandboxedEnv, seed: int, actions: Sequence[str]) -> tuple[bool, str]:
-    """Reset `env` to `seed`, step `actions` until the episode ends: (won, how it ended)."""
-    env.reset(seed=seed)
-    for turn, action in enumerate(actions, 1):
-        obs, reward, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            end = "terminated" if terminated else "truncated"
-            how = f"at turn {turn} ({end}, reward {reward:g}): {obs[:160]!r}"
-            return terminated and reward > 0, how
-    return False, f"with the episode still running after its last action (turn {len(actions)})"
-
-
-def solution_reasons(env: SandboxedEnv, solver: _Solver, *, max_turns: int,
-                     seeds: Sequence[int] = SOLUTION_SEEDS) -> list[str]:
+def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_turns: int,
+                     seeds: Sequence[int]) -> list[str]:
     """validate_env's `solution` stage: why the solution does not prove the environment a fair
-    task (none: it does). `env` is the validation child, in which solution() never runs;
+    task (none: it does). `fresh` gives the children that play, in which solution() never runs;
     `solver` comes from `launch_solver`, with the same source."""
-    if not env.has_solution:
+    if not has_solution:
         return [NO_SOLUTION]
     solver.ready()
     solutions = []
@@ -128,9 +120,9 @@ def solution_reasons(env: SandboxedEnv, solver: _Solver, *, max_turns: int,
     solver.close()
     lost = []
     for seed, actions in zip(seeds, solutions):
-        won, how = play(env, seed, actions)
-        if not won:
-            lost.append(f"solution() lost on seed {seed} {how}")
+        trace = play(fresh, seed, actions)
+        if not trace.won:
+            lost.append(f"solution() lost on seed {seed} {trace.ending()}")
     if lost:
         return lost
     others = solutions[1:] + solutions[:1]  # seed i gets the solution of seed i + 1
@@ -141,7 +133,19 @@ def solution_reasons(env: SandboxedEnv, solver: _Solver, *, max_turns: int,
               "a win must depend on what the agent does")]
     reasons = []
     for claim, plays, fix in blind:
-        wins = sum(play(env, seed, actions)[0] for seed, actions in zip(seeds, plays))
-        if 2 * wins > len(seeds):
-            reasons.append(f"{claim} on {wins}/{len(seeds)} seeds; {fix}")
+        # a blind play that begins with the seed's own solution wins by coincidence (a small
+        # answer space): only the other seeds are evidence
+        told = [(seed, actions) for seed, actions, own in zip(seeds, plays, solutions)
+                if tuple(actions[:len(own)]) != own]
+        if not told:
+            reasons.append(f"{claim} on every seed, being every seed's solution; {fix}")
+            continue
+        wins = 0
+        for played, (seed, actions) in enumerate(told, 1):
+            wins += play(fresh, seed, actions).won
+            if 2 * (wins + len(told) - played) <= len(told):
+                break  # it can no longer win most of them
+        if 2 * wins > len(told):
+            reasons.append(f"{claim} on {wins}/{len(told)} seeds where it is not that seed's "
+                           f"own solution; {fix}")
     return reasons

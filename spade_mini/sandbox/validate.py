@@ -1,29 +1,40 @@
 """`validate_env`: the checks a generated environment must pass before anyone plays it.
 
-Static checks run here on the bounded parse (source.py); everything else runs in a sandbox
-child under ONE overall deadline (`time_budget_s`), which no call runs past. The result says
-which check failed first, as a stage of `STAGES`, and why, as human-readable reasons:
+Static checks run here on the bounded parse (source.py); everything else runs in sandbox
+children under ONE overall deadline (`time_budget_s`), which no call runs past. Validation
+plays as play does (episodes.py): every episode in a fresh child reset once, with seeds drawn
+as play draws them (31-bit, from `rng`), every step of every probe episode checked, and the
+first probe episode replayed in another fresh child, which must reproduce it exactly. The
+result says which check failed first, as a stage of `STAGES`, and why:
 
     syntax     the source does not parse (or is too long or too deeply nested)
     structure  not exactly one top-level *Env class, or an import outside the allowlist
     load       running the module or the constructor fails or times out
-    reset      reset fails, returns the wrong types, or is not deterministic for a seed
-    step       a probe step fails, returns the wrong types, or a reward outside [-10, 10]
-    episode    an episode of probe actions crashes, times out or never ends; an invalid action
-               (\\boxed{test}, an empty reply, an unknown tool) is rewarded; or hint() fails
+    reset      reset fails, returns the wrong types (info["tools"]: protocol.tools_problem),
+               or two fresh children of one seed give different first observations
+    step       the first probe step fails, returns the wrong types, or a reward outside [-10, 10]
+    episode    a probe episode crashes, times out or never ends; an invalid action (\\boxed{test},
+               an empty reply, an unknown tool) earns a reward at any step; the probe episode
+               replayed with the same seed and actions differs; a second reset of one child
+               differs from its first; or hint() fails
     solution   (with require_solution) there is no solution(), it raises or returns no list of
                actions, its actions lose a fresh episode of their seed, or a blind player (another
                seed's solution, one action repeated) wins most seeds (solution.py)
     valid      every check passed
+
+Omitted: junk that an environment recognises as the probe's (the junk actions are fixed
+strings, so an environment can behave only when it sees them), and play beyond max_turns.
 """
 import ast
+import random
 import time
 from dataclasses import dataclass, field
 
 from spade_mini.envs import MAX_TURNS, STAGES  # noqa: F401  (STAGES: the contract's, re-exported)
-from spade_mini.sandbox.env import SandboxedEnv
+from spade_mini.sandbox.env import SEED_BOUND
+from spade_mini.sandbox.episodes import Fresh, Trace, first_difference, play
 from spade_mini.sandbox.limits import EnvLoadError, SandboxError, SandboxLimits
-from spade_mini.sandbox.solution import launch_solver, solution_reasons
+from spade_mini.sandbox.solution import SOLUTION_EPISODES, launch_solver, solution_reasons
 from spade_mini.sandbox.source import SourceError, imported_modules, parse_source
 from spade_mini.sandbox.worker import ALLOWED_IMPORTS
 
@@ -62,10 +73,38 @@ def static_check(source: str) -> tuple[str, str] | None:
     return None
 
 
+def probe_actions(first: str, pool: tuple[str, ...], turns: int) -> list[str]:
+    """`turns` actions cycling through `pool` from `first` on."""
+    start = pool.index(first)
+    return [pool[(start + t) % len(pool)] for t in range(turns)]
+
+
+def step_reasons(trace: Trace, turns: range) -> list[str]:
+    """What these steps of a probe episode show against the contract."""
+    reasons = []
+    for turn in turns:
+        action, _, reward, _, _ = trace.steps[turn]
+        if turn in trace.bool_rewards:
+            reasons.append(f"step({action!r}) returned a bool reward; return a float")
+        if not REWARD_RANGE[0] <= reward <= REWARD_RANGE[1]:
+            reasons.append(f"step({action!r}) returned reward {reward}, outside [-10, 10]")
+        if action in JUNK_ACTIONS and reward > 0:  # else any reply wins, and nothing is learned
+            reasons.append(f"step({action!r}) earned reward {reward} at turn {turn + 1}; an "
+                           "invalid action must earn nothing")
+    return reasons
+
+
+def end_reasons(trace: Trace, max_turns: int) -> list[str]:
+    return [] if trace.ended else [f"an episode of repeated probe actions did not end within "
+                                   f"{max_turns} turns; set truncated=True at the turn limit"]
+
+
 def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns: int = MAX_TURNS,
-                 time_budget_s: float = 30.0, require_solution: bool = True) -> Validation:
-    """Load, reset, probe and play one episode of `source`, then (with `require_solution`) win
-    with its solution() and lose with blind players; say why it fails, if it does. Without
+                 time_budget_s: float = 30.0, require_solution: bool = True,
+                 rng: random.Random | None = None) -> Validation:
+    """Load, reset, probe and play episodes of `source` as play would, then (with
+    `require_solution`) win with its solution() and lose with blind players; say why it fails,
+    if it does. Seeds come from `rng` (default: a stream seeded by the source itself). Without
     `require_solution` there is no `solution` stage, and solution() is never called."""
     result = Validation(ok=False)
     failed = static_check(source)
@@ -73,63 +112,68 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
         result.stage, reason = failed
         result.reasons.append(reason)
         return result
+    rng = rng or random.Random(source)  # one source, one answer; training passes its own
     start = time.monotonic()
     deadline = start + time_budget_s
     phase = "load"
 
-    def fail(reason: str) -> None:
-        if not result.reasons:
+    def fail(*reasons: str) -> None:
+        if reasons and not result.reasons:
             result.stage = {"probe": "step", "hint": "episode"}.get(phase, phase)
-        result.reasons.append(reason)
+        result.reasons.extend(reasons)
 
     def mark(name: str) -> None:
         nonlocal phase
         result.timings[phase] = time.monotonic() - start - sum(result.timings.values())
         phase = name
 
-    env = solver = None
+    fresh, solver = Fresh(source, limits, deadline), None
     try:
         if require_solution:  # its child loads while the stages before `solution` run
             solver = launch_solver(source, limits, deadline)
-        env = SandboxedEnv(source, limits=limits, deadline=deadline)
+        env = fresh.take()
         result.class_name, result.has_hint = env.class_name, env.has_hint
         mark("reset")
-        first, _ = env.reset(seed=1)
-        env.reset(seed=2)
-        again, _ = env.reset(seed=1)
-        if again != first:
-            fail("reset(seed=1) twice gave different first observations; "
+        seed = rng.randrange(SEED_BOUND)
+        probe = Trace.begin(env, seed)
+        twin = fresh.take()
+        replay = Trace.begin(twin, seed)
+        if replay.start != probe.start:
+            fail(f"reset(seed={seed}) in two fresh children gave different first observations; "
                  "use random.Random(seed) for all randomness")
         mark("probe")
-        rewarded_junk = []
-        for action in PROBE_ACTIONS:
-            env.reset(seed=0)
-            _, reward, _, _, _ = env.step(action)
-            if action in JUNK_ACTIONS and reward > 0:
-                rewarded_junk.append((action, reward))
-            if "reward was a bool" in env.notes:
-                fail(f"step({action!r}) returned a bool reward; return a float")
-            if not REWARD_RANGE[0] <= reward <= REWARD_RANGE[1]:
-                fail(f"step({action!r}) returned reward {reward}, outside [-10, 10]")
+        probe.step(env, PROBE_ACTIONS[0])
+        fail(*step_reasons(probe, range(1)))
         mark("episode")
-        env.reset(seed=3)
-        for turn in range(max_turns):
-            _, _, terminated, truncated, _ = env.step(PROBE_ACTIONS[turn % len(PROBE_ACTIONS)])
-            if terminated or truncated:
-                break
-        else:
-            fail(f"an episode of repeated probe actions did not end within {max_turns} turns; "
-                 "set truncated=True at the turn limit")
-        for action, reward in rewarded_junk:  # else any reply wins, and nothing is learned
-            fail(f"step({action!r}) earned reward {reward}; an invalid action must earn nothing")
+        if not probe.ended:
+            probe.run(env, probe_actions(PROBE_ACTIONS[1], PROBE_ACTIONS, max_turns - 1))
+        replay.run(twin, [action for action, *_ in probe.steps])
+        fail(*step_reasons(probe, range(1, len(probe.steps))), *end_reasons(probe, max_turns))
+        where = first_difference(probe, replay)
+        if where is not None:
+            fail(f"the probe episode replayed in a fresh child with seed {seed} and the same "
+                 f"actions differed at {where}; a seed and the actions must decide everything "
+                 "(use random.Random(seed), never the clock or the system's entropy)")
+        again, _ = env.reset(seed=seed)
+        if again != probe.start[0]:
+            fail(f"reset(seed={seed}) after an episode gave different first observations than "
+                 "the first reset; reset must start a new episode from the seed alone")
+        for junk in JUNK_ACTIONS:  # junk at every step, from the first on
+            trace = play(fresh, rng.randrange(SEED_BOUND),
+                         probe_actions(junk, JUNK_ACTIONS, max_turns))
+            fail(*step_reasons(trace, range(len(trace.steps))), *end_reasons(trace, max_turns))
         mark("hint")
-        if env.has_hint:
-            env.reset(seed=0)
-            env.hint()
+        if env.has_hint:  # where play reads hints: the solver's child (or a child of its own)
+            reader = solver or fresh.take()
+            if solver is not None:
+                solver.ready()
+            reader.reset(seed=rng.randrange(SEED_BOUND))
+            reader.hint()
         if require_solution and not result.reasons:
             mark("solution")
-            for reason in solution_reasons(env, solver, max_turns=max_turns):
-                fail(reason)
+            seeds = [rng.randrange(SEED_BOUND) for _ in range(SOLUTION_EPISODES)]
+            fail(*solution_reasons(fresh, solver, env.has_solution, max_turns=max_turns,
+                                   seeds=seeds))
         mark("done")
     except SandboxError as exc:
         if isinstance(exc, EnvLoadError) and phase == "load":
@@ -142,8 +186,8 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
             result.reasons.append("traceback (last lines): "
                                   + " | ".join(tb.strip().splitlines()[-3:]))
     finally:
-        for child in (env, solver):
-            if child is not None:
-                child.close()
+        fresh.close()
+        if solver is not None:
+            solver.close()
     result.ok = not result.reasons
     return result
