@@ -221,12 +221,20 @@ def bitsandbytes_hidden(quantized: bool):
 
 
 def import_bitsandbytes() -> None:
-    """Import bitsandbytes for a 4-bit load without the lines it prints about optional CPU
-    kernels and a deprecated torch.jit name (both outside a user's reach; the fallbacks work)."""
-    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*torch.jit.script_method.*", category=DeprecationWarning)
-        import bitsandbytes  # noqa: F401
+    """Import bitsandbytes for a 4-bit load without what its import prints about an optional CPU
+    kernel from the hub (through the `kernels` package) and a deprecated torch.jit name: lines no
+    user can act on, whose fallbacks work."""
+    loggers = [logging.getLogger(name) for name in ("bitsandbytes", "kernels")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.jit.script_method.*", category=DeprecationWarning)
+            import bitsandbytes  # noqa: F401
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 TRAINABLE_FILE = "trainable.safetensors"

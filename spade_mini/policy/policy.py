@@ -190,7 +190,8 @@ class Policy:
                     raise
                 results = None  # retried below, once the error and the tensors it holds are gone
             if results is None:
-                size = len(rows) * (max(prefix[i] for i in rows) + max(rest[i] for i in rows) + max_new_tokens)
+                size = len(rows) * (max(prefix[i] for i in rows) + max(rest[i] for i in rows) + max_new_tokens
+                                    + self.plan.row_positions)  # as chunk_rows counts it
                 if len(rows) == 1:
                     raise PlanError(f"one row of {size:,} cache positions runs out of memory on its own; lower "
                                     "this phase's budget (--design-max-new-tokens, --hint-max-new-tokens, "
