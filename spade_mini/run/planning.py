@@ -152,7 +152,7 @@ def plan_lines(plan: MemoryPlan, cfg) -> list[str]:
         per = max(1, min(p.rows, plan.generation_positions // (length + plan.row_positions)))
         chat = plan.chat_cache_bytes if p.name.startswith("play") else 0
         peak = fixed + chat + plan.generation_bytes(per * (length + plan.row_positions))
-        lines.append(f"{p.name:<18}{p.rows:>6}{length:>9,}{per:>12}{math.ceil(p.rows / p.calls / per) * p.calls:>8,}"
+        lines.append(f"{p.name:<18}{p.rows:>6}{length:>9,}{per:>12}{math.ceil(p.rows / per):>8,}"
                      f"{peak / 2**30:>10.1f}{p.rows * p.new * p.calls:>18,}")
     longest, n, k = longest_sample(cfg), cfg.designs_per_iteration, cfg.plays_per_design
     turns = sum(p.calls for p in phases(cfg) if p.name.startswith("play"))
@@ -161,8 +161,8 @@ def plan_lines(plan: MemoryPlan, cfg) -> list[str]:
     per = max(1, min(cfg.micro_batch, plan.update_tokens // longest))
     peak = fixed + plan.update_bytes(per * longest)
     lines.append(f"{'update':<18}{samples:>6}{longest:>9,}{per:>12}{'':>8}{peak / 2**30:>10.1f}{trained:>18,}")
-    lines.append("generation rows: new tokens at most; update rows: samples (designs, no-hint turns) and their "
-                 "completion tokens at most; rows/chunk at the longest row")
+    lines.append("rows/chunk and chunks: per call, at the phase's longest row; tokens/iteration: new tokens at most "
+                 "(update: samples are designs and no-hint turns, and their completion tokens at most)")
     return lines
 
 
