@@ -2,6 +2,7 @@
 
 Run on a GPU:          python bench/gpu_check.py [--tokenizer DIR]
 Reduced, on a CPU:     python bench/gpu_check.py --reduced --device cpu      (what the test runs)
+Full width, 2 layers:  python bench/gpu_check.py --reduced --layers 2 --device cpu
 
 The model is Qwen3-4B-shaped (36 layers, hidden 2560, 32 heads with 8 key/value heads, vocabulary
 151,936) with random weights in bfloat16, built from a config over the embedded tokenizer (only
@@ -65,7 +66,8 @@ GAME_CHAT = ("You are playing a language game. Make valid actions to win.\nObser
 def build_policy(args, cfg: Config, device: torch.device):
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    shape = {**QWEN3_4B, **(REDUCED if args.reduced else {})}
+    narrow = REDUCED if args.reduced and not args.layers else {}  # --layers keeps the full width
+    shape = {**QWEN3_4B, **narrow, **({"num_hidden_layers": args.layers} if args.layers else {})}
     config = Qwen3Config(**shape, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(0)
@@ -129,6 +131,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, help="turns per episode (default 1)")
     parser.add_argument("--turn-tokens", type=int, help="new tokens per turn (preset: turn_max_new_tokens)")
     parser.add_argument("--micro-batch", type=int, help="sequences per update pass (preset: micro_batch)")
+    parser.add_argument("--layers", type=int, help="the full width with only this many layers (with --reduced: the small sizes)")
     parser.add_argument("--gpu-memory", default="", help="memory the plan divides, e.g. 24GiB (default: what is free)")
     args = parser.parse_args()
     preset = Config.from_preset("gpu")
@@ -146,7 +149,8 @@ def main() -> None:
     policy = build_policy(args, cfg, device)
     plan = policy.plan
     n_params = sum(p.numel() for p in policy.model.parameters())
-    name = "reduced Qwen3-shaped" if args.reduced else "Qwen3-4B-shaped"
+    name = f"Qwen3-4B-shaped ({args.layers} layers)" if args.layers else (
+        "reduced Qwen3-shaped" if args.reduced else "Qwen3-4B-shaped")
     print(f"gpu_check: {name} model, {n_params / 1e9:.2f}B parameters, random bf16 weights, on {device} "
           f"({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), built in "
           f"{time.perf_counter() - t0:.1f} s; LoRA r{cfg.lora_r} on {','.join(cfg.lora_targets)}, "

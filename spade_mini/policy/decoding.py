@@ -29,7 +29,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from spade_mini.policy.logprobs import Sampling, sampler_logits
+from spade_mini.policy.logprobs import Sampling, last_position, sampler_logits
 
 
 @dataclass
@@ -119,7 +119,7 @@ def decode(model, prompts: list[list[int]], max_new_tokens: int, sampling: Sampl
             fill_past(cache.layers, past, kept, R)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, R + S) counted over real tokens only
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions[:, R:], use_cache=True,
-                   logits_to_keep=1, **{cache_argument(model): cache}).logits[:, -1]  # (B, V)
+                   logits_to_keep=last_position(device), **{cache_argument(model): cache}).logits[:, -1]  # (B, V)
 
     rows = list(range(B))  # prompt index of each live row of the batch
     tokens: list[list[int]] = [[] for _ in range(B)]

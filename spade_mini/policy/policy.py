@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from spade_mini.policy.logprobs import PLAIN, Sampling, left_pad
+from spade_mini.policy.logprobs import PLAIN, Sampling, last_position, left_pad
 from spade_mini.policy.memplan import MemoryPlan, PlanError, chunk_rows, out_of_memory
 
 CHAT_CACHE_BYTES = 8 * 2**30  # keys and values kept between an agent's turns, at most (without a plan)
@@ -219,6 +219,7 @@ class Policy:
         self.model.eval()  # sampling: no dropout
         with self.compute():
             out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                      logits_to_keep=last_position(self.device),
                                       generation_config=self.generation_config(max_new_tokens, temperature))  # (B, T + new)
         new = out[:, input_ids.shape[1]:].tolist()  # (B, new)
         self.tokens_prefilled += input_ids.numel()
