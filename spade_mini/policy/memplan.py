@@ -13,8 +13,9 @@ RAM), the plan gives each phase a budget:
                   when it is prefilled; a row's next-token logits count as `row_positions`.
     chat cache    a quarter of W: keys and values kept between an agent's turns (play only)
     update        padded tokens (rows x longest) per micro-batch: with gradient checkpointing a
-                  token keeps every layer's input, plus one layer's activations twice over
-                  while that layer is recomputed and differentiated
+                  token keeps every layer's input, plus one layer's activations (with the
+                  float32 copies its norms keep) twice over while that layer is recomputed and
+                  differentiated
 
 `chunk_rows` cuts a generation call into chunks within its positions, `pack_by_tokens` an
 update into micro-batches within its tokens (longest first, so padding stays small). Where the
@@ -96,6 +97,11 @@ class ModelShape:
         attention output (2 x heads x d), keys and values (2 h x d), the MLP's gate, up and product."""
         return (4 * self.hidden + 2 * self.heads * self.head_dim + 2 * self.kv_heads * self.head_dim
                 + 3 * self.intermediate) * dtype_bytes
+
+    def norm_float32_bytes(self) -> int:
+        """One token's float32 copies in one layer that its RMSNorms (2 H, and Qwen3's per-head
+        norms of queries and keys) make and keep for the backward pass."""
+        return 4 * (2 * self.hidden + (self.heads + self.kv_heads) * self.head_dim)
 
     def weights_bytes(self, dtype_bytes: int, quantized: bool) -> int:
         """The base weights, estimated: 4-bit projections (NF4) or all in `dtype_bytes`."""
@@ -179,7 +185,8 @@ def make_plan(shape: ModelShape, *, device: str, total_bytes: int, weights_bytes
     chat = int(CHAT_CACHE_SHARE * work)
     per_position = position + layer
     inputs = shape.layers * shape.hidden * dtype_bytes  # every layer's input, kept for the backward pass
-    token = (inputs + 2 * layer if checkpointing else (shape.layers + 1) * layer) + 2 * shape.hidden * dtype_bytes
+    trained = layer + shape.norm_float32_bytes()  # one layer's activations kept for its backward pass
+    token = (inputs + 2 * trained if checkpointing else (shape.layers + 1) * trained) + 2 * shape.hidden * dtype_bytes
     head = LOGIT_CHUNK_ELEMENTS * 4 * HEAD_COPIES
     fit = (work - head) // token
     if fit < 1:
