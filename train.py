@@ -29,6 +29,9 @@ if cfg.resume and cfg.name and saved.is_file():  # continue with the run's own c
     cfg = main_config(description=__doc__.splitlines()[0], base=json.loads(saved.read_text()))
 if os.environ.get("RANK", "0") == "0":  # torchrun's rank 0 speaks for every process
     print(f"preset: {cfg.preset}" + ("" if "--preset" in sys.argv else " (chosen automatically)"), flush=True)
+if cfg.plan:  # the memory plan alone, per phase: no GPU, no weights (spade_mini/run/planning.py)
+    from spade_mini.run.planning import print_plan
+    raise SystemExit(print_plan(cfg))
 
 import torch  # noqa: E402  (heavy imports only after the flags are known to be good)
 from tqdm.auto import tqdm  # noqa: E402
@@ -37,10 +40,11 @@ from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_
 from spade_mini.envs import TIERS  # noqa: E402
 from spade_mini.evaluation import fixed_set_metrics  # noqa: E402
 from spade_mini.loop import State, one_iteration  # noqa: E402
-from spade_mini.policy import ModelError, load_policy  # noqa: E402
+from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
 from spade_mini.run import iteration_records, random_streams, restore_streams  # noqa: E402
+from spade_mini.run.planning import check_plan  # noqa: E402
 from spade_mini.sandbox import available_layers  # noqa: E402
 from spade_mini.warmstart import warm_start  # noqa: E402
 
@@ -80,8 +84,9 @@ torch.manual_seed(cfg.seed)  # every random draw from here on (sampling included
 try:
     skills = skills_for(cfg.setting, cfg.skills or None)
     corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
-    policy = load_policy(cfg, verbose=main)
-except (SkillError, CorpusError, ModelError) as e:
+    policy = load_policy(cfg, verbose=main)  # and its memory plan, printed in one line
+    check_plan(policy.plan, cfg)
+except (SkillError, CorpusError, ModelError, PlanError) as e:
     fail(str(e))
 say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
@@ -219,6 +224,8 @@ except KeyboardInterrupt:
     raise SystemExit(128 + (stop[-1] if stop else signal.SIGINT))
 except WriteError as e:
     disk_refused(e)
+except PlanError as e:  # a single row that runs out of memory on its own
+    fail(str(e))
 finally:
     for sig in stop_signals:  # past the loop, a signal ends the process at once
         signal.signal(sig, signal.SIG_DFL)

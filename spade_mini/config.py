@@ -144,7 +144,15 @@ class Config:
     max_grad_norm: float = 1.0
     """Gradient clipping threshold."""
     micro_batch: int = 4
-    """Sequences per forward/backward pass in the update (bounds memory)."""
+    """Sequences per forward/backward pass in the update, at most (the memory plan also caps their padded tokens)."""
+
+    # --- memory (spade_mini/policy/memplan.py) ------------------------------------------------
+    gpu_memory: str = ""
+    """Memory the plan divides between the phases, e.g. 24GiB or 80GB (on a CPU: RAM); empty: what the device has free once the weights are loaded."""
+    update_tokens: int = 0
+    """Padded tokens (rows x longest) per update micro-batch, packed longest first; 0: as many as the memory plan allows."""
+    plan: bool = False
+    """Print the memory plan of this configuration and exit (needs no GPU and downloads no weights)."""
 
     # --- run ---------------------------------------------------------------------------------
     iterations: int = 100
@@ -236,13 +244,14 @@ PRESETS: dict[str, dict] = {
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
         warm_start_designs=2, warm_start_turns=8,
     ),
-    # The paper's smallest model, in 4-bit with LoRA, on one GPU; the paper's agent prompt
+    # The paper's smallest model, in 4-bit with LoRA, on one GPU of 24 GB or more (the memory
+    # plan chunks every phase to the device: README, "On a GPU"); the paper's agent prompt
     # ("reasoning"), no warm start (an instruct model of this size needs none).
     "gpu": dict(
         model="Qwen/Qwen3-4B-Instruct-2507", quantize="4bit", iterations=400,
         designs_per_iteration=24, plays_per_design=8, design_max_new_tokens=4096,
         hint_max_new_tokens=256, turn_max_new_tokens=1024, max_context_tokens=16384,
-        corpus_max_words=2000, gradient_checkpointing=True, lr=1e-5, micro_batch=8,
+        corpus_max_words=2000, gradient_checkpointing=True, lr=1e-5, micro_batch=64,
     ),
 }
 

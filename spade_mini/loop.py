@@ -171,6 +171,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "losses": [(stats.agent_loss, stats.designer_loss)],  # each rank's part of the whole loss
         "tokens": [policy.tokens_generated - tokens_before],
         "times": [{**times, "total": time.time() - t_start}], "peak_memory_mb": [peak_memory_mb()],
+        "oom_retries": [getattr(getattr(policy, "plan", None), "oom_retries", 0)],  # so far, by halving
     })
     slowest = {k: max(t[k] for t in b["times"]) for k in b["times"][0]}  # the batch waits for it
     tokens = sum(b["tokens"])
@@ -189,6 +190,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "grad_norm": stats.grad_norm, "trained_tokens": stats.tokens, "update_skipped": stats.skipped,
         "tokens_generated": tokens, "tokens_per_s": tokens / gen_s if gen_s > 0 else None,
         **{f"time_{k}_s": v for k, v in slowest.items()}, "peak_memory_mb": max(b["peak_memory_mb"]),
+        "oom_retries": sum(b["oom_retries"]),
     }
     return row, designs, playables, episodes, scores
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from spade_mini.config import DEFAULTS
-from spade_mini.policy import PLAIN, Sampling, acting_as
+from spade_mini.policy import PLAIN, Sampling, acting_as, out_of_memory, pack_by_tokens
 
 ROLES = ("agent", "designer")
 
@@ -134,8 +134,10 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     by one micro-batch. `logprob_fn(model, prompts, completions, pad_id, samplings)` returns one
     1-D tensor of completion log-probs per sample; by default `token_logprobs` (policy/logprobs.py).
     Micro-batches hold one role each, so that with separate adapters each role's tokens pass
-    through its own adapter. The model is in train mode during the update (gradient checkpointing
-    and dropout apply only then) and in eval mode after it.
+    through its own adapter; under the policy's memory plan they are also packed by padded
+    tokens, and an out-of-memory error restarts the accumulation with half the tokens (the plan
+    stays tightened). The model is in train mode during the update (gradient checkpointing and
+    dropout apply only then) and in eval mode after it.
 
     Data parallel (spade_mini/run/distributed.py): `token_counts` are the whole batch's per-role
     counts over every rank, and `sync_gradients(params)` sums the accumulated gradients over
@@ -164,28 +166,28 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     if not live and sync_gradients is None:
         return nothing
 
-    compute = getattr(policy, "compute", contextlib.nullcontext)  # autocast over fp32 masters
+    plan = getattr(policy, "plan", None)  # the memory plan sizes micro-batches by padded tokens
     # The step changes the weights, so keys and values kept for continuing chats go stale: free
     # them now rather than hold them (gigabytes on a GPU) through the update.
     getattr(policy, "forget_chats", lambda: None)()
-    optimizer.zero_grad(set_to_none=True)
-    agent_loss = designer_loss = 0.0
     model.train()
     try:
-        for role in ROLES:
-            of_role = [s for s in live if s.role == role]
-            with acting_as(policy, role):
-                for start in range(0, len(of_role), micro_batch):
-                    chunk = of_role[start:start + micro_batch]
-                    with compute():
-                        logprobs = logprob_fn(model, [s.prompt_ids for s in chunk],
-                                              [s.completion_ids for s in chunk], pad_id,
-                                              [s.sampling for s in chunk])  # B x (L,)
-                    total, agent, designer = reinforce_loss(
-                        logprobs, chunk, designer_weight=designer_weight, token_counts=counts)  # () each
-                    total.backward()  # gradients add up across micro-batches
-                    agent_loss += agent.item()
-                    designer_loss += designer.item()
+        while True:
+            batches = micro_batches(live, micro_batch, plan)
+            optimizer.zero_grad(set_to_none=True)
+            try:
+                agent_loss, designer_loss = accumulate(policy, model, batches, logprob_fn, pad_id, counts,
+                                                       designer_weight)
+                break
+            except RuntimeError as e:
+                if plan is None or not out_of_memory(e):
+                    raise
+            # Out of memory: part of a micro-batch's gradient may be in .grad already, so the
+            # accumulation starts over, with half the tokens per micro-batch: the same gradient.
+            largest = max(len(b) * max(len(s.prompt_ids) + len(s.completion_ids) for s in b) for _, b in batches)
+            plan.update_tokens = min(plan.update_tokens, largest) // 2
+            plan.survived(f"an update micro-batch of {largest:,} tokens",
+                          f"micro-batches hold at most {plan.update_tokens:,} tokens")
     finally:
         model.eval()
     # After acting_as: with separate adapters both adapters are trainable again here.
@@ -200,6 +202,40 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return UpdateStats(agent_loss, designer_loss, float(grad_norm), tokens)
+
+
+def micro_batches(samples: Sequence[Sample], micro_batch: int, plan=None) -> list[tuple[str, list[Sample]]]:
+    """(role, samples) micro-batches, one role each: `micro_batch` samples in order, or, under a
+    memory plan, at most that many and at most its padded tokens, longest first (pack_by_tokens)."""
+    out = []
+    for role in ROLES:
+        of_role = [s for s in samples if s.role == role]
+        if plan is None:
+            groups = [of_role[a:a + micro_batch] for a in range(0, len(of_role), micro_batch)]
+        else:
+            lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in of_role]
+            groups = [[of_role[i] for i in b] for b in pack_by_tokens(lengths, plan.update_tokens, micro_batch)]
+        out += [(role, g) for g in groups]
+    return out
+
+
+def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, counts: tuple[int, int],
+               designer_weight: float) -> tuple[float, float]:
+    """Backward each micro-batch's share of the whole batch's loss (gradients add up in .grad);
+    return (agent loss, designer loss)."""
+    compute = getattr(policy, "compute", contextlib.nullcontext)  # autocast over fp32 masters
+    agent_loss = designer_loss = 0.0
+    for role, chunk in batches:
+        with acting_as(policy, role):
+            with compute():
+                logprobs = logprob_fn(model, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk],
+                                      pad_id, [s.sampling for s in chunk])  # B x (L,)
+            total, agent, designer = reinforce_loss(logprobs, chunk, designer_weight=designer_weight,
+                                                    token_counts=counts)  # () each
+            total.backward()
+        agent_loss += agent.item()
+        designer_loss += designer.item()
+    return agent_loss, designer_loss
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 0.0

@@ -197,13 +197,21 @@ def test_chat_cache_keeps_within_its_budget_and_for_one_call():
     def entry(n):
         return Reusable(list(range(n)), [(torch.zeros(2, n, 4), torch.zeros(2, n, 4))])  # 64 n bytes
     cache = ChatCache(max_bytes=64 * 10)
-    cache.keep(["a", "b", "c"], [entry(4), entry(8), entry(5)], stamp=1)
+    cache.start(["a", "b", "c"], stamp=1)
+    made = {k: entry(n) if cache.room(64 * n) else None for k, n in (("a", 4), ("b", 8), ("c", 5))}
+    cache.keep(list(made), list(made.values()))
     assert set(cache.entries) == {"a", "c"}  # "b" would pass the budget, "c" still fits
-    assert cache.take(["a"], stamp=2) == [None]  # another stamp: nothing
-    cache.keep(["a", "c"], [entry(4), entry(5)], stamp=1)
-    got = cache.take(["c", "z"], stamp=1)
-    assert got[0].tokens == list(range(5)) and got[1] is None
-    assert cache.take(["a"], stamp=1) == [None]  # taking forgot everything not taken
+    cache.start(["a"], stamp=2)  # another stamp: nothing
+    assert cache.take(["a"]) == [None]
+    cache.start(["a", "c"], stamp=1)
+    assert cache.room(64 * 4) and cache.room(64 * 5)
+    cache.keep(["a", "c"], [entry(4), entry(5)])
+    cache.start(["c", "z"], stamp=1)  # a call: entries of other keys are gone at once
+    assert set(cache.entries) == {"c"} and cache.used == 64 * 5
+    assert not cache.room(64 * 6)  # what the call's pending entries hold counts against the budget
+    got = cache.take(["c", "z"])
+    assert got[0].tokens == list(range(5)) and got[1] is None and cache.used == 0
+    assert cache.take(["c"]) == [None]  # taking forgets
 
 
 def test_sliding_window_models_decode_without_reuse():

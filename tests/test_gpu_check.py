@@ -1,4 +1,5 @@
-"""bench/gpu_check.py runs end to end at its reduced size on the CPU and reports every phase."""
+"""bench/gpu_check.py runs end to end at its reduced size on the CPU, through the memory plan, and
+reports every phase with its planned and measured peak."""
 import os
 import re
 import subprocess
@@ -14,10 +15,13 @@ def test_gpu_check_runs_reduced_on_cpu():
                          text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
-    phases = {m.group(1): m for m in (re.match(r"\s+(design|play|update)\s+([\d.]+) s\s+([\d.]+) .*peak\s+([\d.]+) GB", line)
+    phases = {m.group(1): m for m in (re.match(r"\s+(design|play|update)\s+([\d.]+) s\s+([\d.]+) .*peak planned\s+"
+                                               r"([\d.]+) GB, measured\s+([\d.]+) GB", line)
                                       for line in lines) if m}
     assert set(phases) == {"design", "play", "update"}
     assert all(float(m.group(3)) > 0 for m in phases.values())  # tokens per second
+    assert all(float(m.group(4)) > 0 and float(m.group(5)) > 0 for m in phases.values())  # planned, measured
+    assert "memory plan: " in out.stdout and "out-of-memory retries: 0" in out.stdout
     reused = re.search(r"reused (\d+) prompt tokens", out.stdout)
     assert reused and int(reused.group(1)) > 0  # the second turn continued from the first
     assert re.search(r"seconds per iteration .*: [\d.]+", out.stdout)

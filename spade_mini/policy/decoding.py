@@ -22,13 +22,14 @@ layers (they decode here without reuse), and beam search.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from spade_mini.policy.logprobs import Sampling, sampler_logits
+from spade_mini.policy.logprobs import Sampling, last_position, sampler_logits
 
 
 @dataclass
@@ -53,42 +54,57 @@ class Decoded:
 
 
 class ChatCache:
-    """Reusable keys and values per chat key, for one call to the next.
+    """Reusable keys and values per chat key, from one call to the next, within `max_bytes`.
 
-    `take` hands out (and forgets) the entries for this call's keys; `keep` stores what the
-    call left, up to `max_bytes`. So nothing outlives the next call, and an entry is only ever
-    used under the same `stamp` (active adapter, weights version) it was made under.
+    A call `start`s with its keys: entries of other keys, or made under another `stamp` (active
+    adapter, weights version), are dropped, so nothing outlives the next call. Each chunk of the
+    call `take`s (and forgets) its rows' entries, and `decode` asks for `room` before it copies a
+    finished row's keys and values out, which `keep` then stores. So the bytes held never pass
+    `max_bytes`, in the middle of a call too.
     """
 
     def __init__(self, max_bytes: int):
-        self.max_bytes, self.entries, self.stamp = max_bytes, {}, None
+        self.max_bytes, self.entries, self.stamp, self.used = max_bytes, {}, None, 0
 
-    def take(self, keys: list, stamp) -> list[Reusable | None]:
+    def start(self, keys: list, stamp) -> None:
         entries = self.entries if stamp == self.stamp else {}
-        self.entries = {}
-        return [entries.get(k) for k in keys]
+        self.entries = {k: entries[k] for k in keys if k in entries}
+        self.stamp, self.used = stamp, sum(r.nbytes for r in self.entries.values())
 
-    def keep(self, keys: list, reusables: list[Reusable | None], stamp) -> None:
-        self.entries, self.stamp, used = {}, stamp, 0
-        for key, r in zip(keys, reusables):
-            if r is not None and used + r.nbytes <= self.max_bytes:
-                self.entries[key] = r
-                used += r.nbytes
+    def peek(self, keys: list) -> list[Reusable | None]:
+        return [self.entries.get(k) for k in keys]
+
+    def take(self, keys: list) -> list[Reusable | None]:
+        taken = [self.entries.pop(k, None) for k in keys]
+        self.used -= sum(r.nbytes for r in taken if r is not None)
+        return taken
+
+    def room(self, nbytes: int) -> bool:
+        """Reserve `nbytes` for an entry about to be made, if the budget allows."""
+        if self.used + nbytes > self.max_bytes:
+            return False
+        self.used += nbytes
+        return True
+
+    def keep(self, keys: list, reusables: list[Reusable | None]) -> None:
+        """Store the entries made with `room` reserved."""
+        self.entries.update((k, r) for k, r in zip(keys, reusables) if r is not None)
 
     def clear(self) -> None:
-        self.entries = {}
+        self.entries, self.used = {}, 0
 
 
 @torch.no_grad()
 def decode(model, prompts: list[list[int]], max_new_tokens: int, sampling: Sampling | None,
-           eos_ids: set[int], pad_id: int, past: list[Reusable | None] | None = None) -> list[Decoded]:
+           eos_ids: set[int], pad_id: int, past: list[Reusable | None] | None = None,
+           room: Callable[[int], bool] | None = None) -> list[Decoded]:
     """Sample a completion for each prompt (greedy when `sampling` is None); `past[i]` is an
-    earlier call's Reusable for prompt i, or None."""
+    earlier call's Reusable for prompt i, or None (consumed: its tensors are freed as they are
+    copied). A finished row leaves a Reusable when `room(its bytes)` allows (None: always)."""
     B, device = len(prompts), next(model.parameters()).device
     reuse = reusable_cache(model)
     past = past if reuse and past is not None else [None] * B
-    # reuse the longest common prefix, but always prefill at least one token (the logits)
-    kept = [0 if r is None else min(common_prefix(r.tokens, p), len(p) - 1) for r, p in zip(past, prompts)]
+    kept = [reused_prefix(r, p) for r, p in zip(past, prompts)]
     R, S = max(kept), max(len(p) - k for p, k in zip(prompts, kept))
     mask = torch.zeros(B, R + S, dtype=torch.long, device=device)  # (B, R + S)
     ids = torch.full((B, S), pad_id, dtype=torch.long, device=device)  # (B, S)
@@ -97,13 +113,13 @@ def decode(model, prompts: list[list[int]], max_new_tokens: int, sampling: Sampl
         mask[i, R + S - (len(p) - k):] = 1  # the rest of the prompt, left padded to S
         ids[i, S - (len(p) - k):] = torch.tensor(p[k:], device=device)
     cache = DynamicCache(config=model.config)
-    if reuse:  # each layer keeps room for the whole turn (the prompt's rest and its completion)
-        cache.layers = [RoomyLayer(S + max_new_tokens) for _ in cache.layers]
-        for layer, (k, v) in zip(cache.layers, stacked_past(past, kept, R) if R else []):
-            layer.update(k, v)
+    if reuse:  # each layer holds the whole turn at once: reused prefix, rest of the prompt, completion
+        cache.layers = [RoomyLayer(R + S + max_new_tokens) for _ in cache.layers]
+        if R:
+            fill_past(cache.layers, past, kept, R)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, R + S) counted over real tokens only
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions[:, R:], use_cache=True,
-                   logits_to_keep=1, **{cache_argument(model): cache}).logits[:, -1]  # (B, V)
+                   logits_to_keep=last_position(device), **{cache_argument(model): cache}).logits[:, -1]  # (B, V)
 
     rows = list(range(B))  # prompt index of each live row of the batch
     tokens: list[list[int]] = [[] for _ in range(B)]
@@ -120,9 +136,10 @@ def decode(model, prompts: list[list[int]], max_new_tokens: int, sampling: Sampl
                 ending.append(j)
         for j in ending:  # their last token is drawn but not fed: the cache holds the rest
             i = rows[j]
-            keep = reuse and (prompts[i] + tokens[i][:-1], cache_rows(cache, j, mask[j]))
+            keep = reuse and (room is None or room(int(mask[j].sum()) * position_bytes(cache)))
             done[i] = Decoded(tokens[i], tokens[i][-1] in eos_ids, torch.stack(logps[i]),
-                              Reusable(*keep) if keep else None, kept[i])
+                              Reusable(prompts[i] + tokens[i][:-1], cache_rows(cache, j, mask[j])) if keep else None,
+                              kept[i])
         if len(ending) == len(rows):
             break
         if ending:  # finished rows leave the batch
@@ -138,18 +155,18 @@ def decode(model, prompts: list[list[int]], max_new_tokens: int, sampling: Sampl
 
 
 class RoomyLayer(DynamicLayer):
-    """A DynamicLayer that writes new keys and values into a buffer with `room` spare positions,
-    instead of concatenating the whole cache at every step (that copy was 39% of a CPU decode
-    step at 800 cached tokens). `keys` and `values` are views of the filled part."""
+    """A DynamicLayer that writes new keys and values into buffers of `capacity` positions,
+    allocated once, instead of concatenating the whole cache at every step (that copy was 39% of
+    a CPU decode step at 800 cached tokens). `keys` and `values` are views of the filled part."""
 
-    def __init__(self, room: int):
+    def __init__(self, capacity: int):
         super().__init__()
-        self.room, self.length = room, 0
+        self.capacity, self.length = capacity, 0
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         n = key_states.shape[-2]
         if not self.is_initialized or self.length + n > self.buffers[0].shape[-2]:
-            grown = [x.new_zeros(*x.shape[:2], self.length + n + self.room, x.shape[-1])
+            grown = [x.new_zeros(*x.shape[:2], max(self.capacity, self.length + n), x.shape[-1])
                      for x in (key_states, value_states)]  # (b, h, capacity, d) each
             for new, old in zip(grown, (self.keys, self.values) if self.is_initialized else ()):
                 new[:, :, :self.length] = old
@@ -184,13 +201,17 @@ def draw(logits: torch.Tensor, sampling: Sampling | None) -> tuple[torch.Tensor,
     return drawn, logp
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
+def reused_prefix(past: Reusable | None, prompt: list[int]) -> int:
+    """Prompt tokens whose keys and values `past` holds: the longest common token prefix, but
+    at least one token is always prefilled (its logits start the completion)."""
+    if past is None:
+        return 0
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(past.tokens, prompt):
         if x != y:
             break
         n += 1
-    return n
+    return min(n, len(prompt) - 1)
 
 
 def reusable_cache(model) -> bool:
@@ -211,17 +232,25 @@ def cache_rows(cache, row: int, mask: torch.Tensor) -> list[tuple[torch.Tensor, 
     return [(layer.keys[row][:, real].clone(), layer.values[row][:, real].clone()) for layer in cache.layers]
 
 
-def stacked_past(past: list[Reusable | None], kept: list[int], R: int):
-    """Per layer, (keys, values) of shape (B, h, R, d): each row's first kept[i] positions,
-    left padded with zeros (masked out) to R."""
+def position_bytes(cache) -> int:
+    """Bytes of one row's keys and values at one position, over every layer."""
+    return sum(2 * layer.keys.shape[1] * layer.keys.shape[3] * layer.keys.element_size() for layer in cache.layers)
+
+
+def fill_past(layers: list[RoomyLayer], past: list[Reusable | None], kept: list[int], R: int) -> None:
+    """Start every layer with each row's first kept[i] reused positions, left padded with zeros
+    (masked out) to R, written straight into its buffers; each Reusable's tensors of a layer are
+    dropped once copied, so the prefix is never held twice."""
     some = next(r for r in past if r is not None)
-    layers = []
-    for layer, (k0, v0) in enumerate(some.layers):
-        keys = k0.new_zeros(len(past), k0.shape[0], R, k0.shape[2])  # (B, h, R, d)
-        values = v0.new_zeros(len(past), v0.shape[0], R, v0.shape[2])  # (B, h, R, d)
+    for n, layer in enumerate(layers):
+        k0, v0 = some.layers[n]
+        layer.buffers = [x.new_zeros(len(past), x.shape[0], layer.capacity, x.shape[2]) for x in (k0, v0)]  # (B, h, capacity, d)
         for i, (r, k) in enumerate(zip(past, kept)):
             if k:
-                keys[i, :, R - k:] = r.layers[layer][0][:, :k]
-                values[i, :, R - k:] = r.layers[layer][1][:, :k]
-        layers.append((keys, values))
-    return layers
+                layer.buffers[0][i, :, R - k:R] = r.layers[n][0][:, :k]
+                layer.buffers[1][i, :, R - k:R] = r.layers[n][1][:, :k]
+        for r in past:
+            if r is not None:
+                r.layers[n] = None
+        layer.is_initialized, layer.device, layer.length = True, k0.device, R
+        layer.keys, layer.values = (b[:, :, :R] for b in layer.buffers)  # (B, h, R, d)

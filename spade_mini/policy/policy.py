@@ -4,9 +4,11 @@
 prompt (and, with `--separate-adapters`, by the adapter `acting_as` switches to); this module
 knows nothing about environments. Loading, LoRA and the trainable state are in load.py.
 
-Two ways to sample: `generate` (one Hugging Face `generate` call) and `continue_chats` (the
-agent's turns: `decoding.decode` drops finished rows and reuses each episode's keys and values
-between turns; the same greedy output). Log-probs of sampled tokens are in logprobs.py.
+Two ways to sample: `generate` (Hugging Face `generate`) and `continue_chats` (the agent's
+turns: `decoding.decode` drops finished rows and reuses each episode's keys and values between
+turns; the same greedy output). Log-probs of sampled tokens are in logprobs.py. Both cut their
+rows into chunks within the memory plan (memplan.py), and halve a chunk that runs out of memory;
+under greedy decoding the chunks give what one batch gives.
 
 Chats are rendered with `chat_ids`: the text of every message (and of tool specs) is untrusted
 (observations, hints, tool descriptions and documents come from generated environments and the
@@ -22,13 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from spade_mini.policy.logprobs import PLAIN, Sampling, left_pad
+from spade_mini.policy.logprobs import PLAIN, Sampling, last_position, left_pad
+from spade_mini.policy.memplan import MemoryPlan, PlanError, chunk_rows, out_of_memory
 
-CHAT_CACHE_BYTES = 8 * 2**30  # keys and values kept between an agent's turns, at most
+CHAT_CACHE_BYTES = 8 * 2**30  # keys and values kept between an agent's turns, at most (without a plan)
 
 
 ZERO_WIDTH_SPACE = "\u200b"
@@ -85,12 +89,13 @@ class Policy:
     `reinforce.update` in train mode (dropout and gradient checkpointing, which transformers
     only applies in train mode). `autocast` is the compute dtype when the weights are kept in
     float32 (full fine-tuning in bf16/fp16), else None. `adapters` maps each role to its own LoRA
-    adapter when roles are trained separately (`--separate-adapters`), else None.
+    adapter when roles are trained separately (`--separate-adapters`), else None. `plan` is the
+    memory plan every call runs inside (None: one batch, as a bare model would).
     """
 
     def __init__(self, model, tokenizer, *, device: torch.device, temperature: float, top_p: float, top_k: int,
                  autocast: torch.dtype | None = None, adapters: dict[str, str] | None = None,
-                 chat_cache_bytes: int = CHAT_CACHE_BYTES):
+                 chat_cache_bytes: int = CHAT_CACHE_BYTES, plan: MemoryPlan | None = None):
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
         self.autocast, self.adapters = autocast, adapters
@@ -101,7 +106,8 @@ class Policy:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(self.eos_ids))
         from spade_mini.policy.decoding import ChatCache
-        self.chat_cache = ChatCache(chat_cache_bytes)
+        self.plan = plan
+        self.chat_cache = ChatCache(plan.chat_cache_bytes if plan else chat_cache_bytes)
         self.special_starts = special_starts(tokenizer)  # for chat_ids
         # running counts, for throughput metrics: tokens kept, and positions the model computed
         # (prefilled prompt positions with their padding, decoded positions with the padding
@@ -160,21 +166,28 @@ class Policy:
         given a key reuses the keys and values its key's chat left in the previous call (the
         common token prefix; the rest is prefilled). Same samples in distribution as `generate`,
         the same completions under greedy decoding. Keys must be unique within a call."""
-        from spade_mini.policy.decoding import decode
+        from spade_mini.policy.decoding import decode, reused_prefix
         if not chats:
             return []
         tools = tools or [None] * len(chats)
         prompts = [self.prompt_ids(c, t) for c, t in zip(chats, tools)]
-        stamp = self.weights_stamp()
-        past = self.chat_cache.take(keys, stamp) if keys is not None else None
+        if keys is not None:
+            self.chat_cache.start(keys, self.weights_stamp())
+        kept = [reused_prefix(r, p) for r, p in zip(self.chat_cache.peek(keys), prompts)] if keys else [0] * len(prompts)
         s = self.sampling(temperature)
         self.model.eval()  # sampling: no dropout
-        with self.compute():
-            out = decode(self.model, prompts, max_new_tokens, None if s is PLAIN else s, self.eos_ids,
-                         self.pad_id, past)
-        if keys is not None:
-            self.chat_cache.keep(keys, [d.reusable for d in out], stamp)
-        self.tokens_prefilled += len(prompts) * max(len(p) - d.reused for p, d in zip(prompts, out))
+
+        def chunk(rows: list[int]):
+            past = self.chat_cache.take([keys[i] for i in rows]) if keys is not None else None
+            with self.compute():
+                out = decode(self.model, [prompts[i] for i in rows], max_new_tokens, None if s is PLAIN else s,
+                             self.eos_ids, self.pad_id, past, room=self.chat_cache.room if keys is not None else None)
+            if keys is not None:
+                self.chat_cache.keep([keys[i] for i in rows], [d.reusable for d in out])
+            self.tokens_prefilled += len(rows) * max(len(prompts[i]) - d.reused for i, d in zip(rows, out))
+            return out
+
+        out = self.in_chunks(kept, [len(p) - k for p, k in zip(prompts, kept)], max_new_tokens, chunk)
         self.tokens_reused += sum(d.reused for d in out)
         self.tokens_decoded += sum(len(d.ids) for d in out)
         self.tokens_generated += sum(len(d.ids) for d in out)
@@ -203,14 +216,53 @@ class Policy:
         return GenerationConfig(max_new_tokens=max_new_tokens, pad_token_id=self.pad_id,
                                 eos_token_id=sorted(self.eos_ids), **sampling)
 
+    def in_chunks(self, prefix: list[int], rest: list[int], max_new_tokens: int, run: Callable[[list[int]], list]) -> list:
+        """run(rows) over chunks of rows within the plan's cache positions (`memplan.chunk_rows`:
+        row i reuses prefix[i] cached positions and prefills rest[i]); results in row order. A
+        chunk that runs out of memory is halved and retried, and the plan tightened."""
+        if self.plan is None:
+            return run(list(range(len(rest))))
+        out = [None] * len(rest)
+        todo = chunk_rows(prefix, rest, max_new_tokens, self.plan.generation_positions, self.plan.row_positions)
+        while todo:
+            rows = todo.pop(0)
+            try:
+                results = run(rows)
+            except RuntimeError as e:
+                if not out_of_memory(e):
+                    raise
+                results = None  # retried below, once the error and the tensors it holds are gone
+            if results is None:
+                size = len(rows) * (max(prefix[i] for i in rows) + max(rest[i] for i in rows) + max_new_tokens
+                                    + self.plan.row_positions)  # as chunk_rows counts it
+                if len(rows) == 1:
+                    raise PlanError(f"one row of {size:,} cache positions runs out of memory on its own; lower "
+                                    "this phase's budget (--design-max-new-tokens, --hint-max-new-tokens, "
+                                    "--turn-max-new-tokens or --max-context-tokens) or --gpu-memory.") from None
+                self.plan.generation_positions = min(self.plan.generation_positions, size // 2)
+                self.plan.survived(f"a generation chunk of {len(rows)} rows ({size:,} cache positions)",
+                                   f"chunks hold at most {self.plan.generation_positions:,} positions")
+                todo[:0] = [rows[:len(rows) // 2], rows[len(rows) // 2:]]
+                continue
+            for i, result in zip(rows, results):
+                out[i] = result
+        return out
+
     @torch.no_grad()
     def generate_ids(self, prompts: list[list[int]], max_new_tokens: int,
                      temperature: float | None = None) -> list[tuple[list[int], bool]]:
-        """Token ids in, (completion ids, finished-by-EOS) out; prompts are left padded."""
+        """Token ids in, (completion ids, finished-by-EOS) out, in chunks within the memory plan."""
+        return self.in_chunks([0] * len(prompts), [len(p) for p in prompts], max_new_tokens,
+                              lambda rows: self.generate_batch([prompts[i] for i in rows], max_new_tokens, temperature))
+
+    def generate_batch(self, prompts: list[list[int]], max_new_tokens: int,
+                       temperature: float | None = None) -> list[tuple[list[int], bool]]:
+        """One `generate` call for all prompts, left padded."""
         input_ids, attention_mask = left_pad(prompts, self.pad_id, self.device)  # (B, T), (B, T)
         self.model.eval()  # sampling: no dropout
         with self.compute():
             out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                      logits_to_keep=last_position(self.device),
                                       generation_config=self.generation_config(max_new_tokens, temperature))  # (B, T + new)
         new = out[:, input_ids.shape[1]:].tolist()  # (B, new)
         self.tokens_prefilled += input_ids.numel()
