@@ -184,14 +184,30 @@ def _iteration(replies: list[str], rng: random.Random) -> dict:
             "weights": _trainable(policy)}
 
 
+class Replay(random.Random):
+    """A random stream whose randrange returns prepared values, in order."""
+
+    def __init__(self, values: list[int]):
+        super().__init__(0)
+        self.values = list(values)
+
+    def randrange(self, *args, **kwargs):
+        return self.values.pop(0)
+
+
+def _rank_streams(seed: int = 7) -> list[list[int]]:
+    """What one process draws from the loop's stream, split as the ranks draw it. One process
+    draws a validation stream for each of the 3 designs, then K play seeds for each of the 2
+    valid ones; rank 0 designs slot 0, rank 1 slots 1 and 2 (slots 0 and 1 share a skill)."""
+    rng, k = random.Random(seed), CFG.plays_per_design
+    validation = [rng.randrange(2**63) for _ in REPLIES]
+    play = [rng.randrange(2**31) for _ in range(2 * k)]
+    return [validation[:1] + play[:k], validation[1:] + play[k:]]
+
+
 def _iteration_worker(rank: int, port: int, out: str) -> None:
     _join(rank, port)
-    # Rank 0 designs slot 0, rank 1 slots 1 and 2 (slots 0 and 1 share a skill). Only play draws
-    # from the loop's random stream here, so rank 1 skips the K seeds rank 0 plays: the ranks then
-    # play exactly the seeds one process would.
-    rng = random.Random(7)
-    if rank == 1:
-        [rng.randrange(2**31) for _ in range(CFG.plays_per_design)]
+    rng = Replay(_rank_streams()[rank])  # so the ranks validate and play what one process would
     torch.save(_iteration(REPLIES[:1] if rank == 0 else REPLIES[1:], rng), Path(out) / f"it{rank}.pt")
     distributed.close()
 
