@@ -37,7 +37,7 @@ import torch  # noqa: E402  (heavy imports only after the flags are known to be 
 from tqdm.auto import tqdm  # noqa: E402
 
 from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_for  # noqa: E402
-from spade_mini.envs import TIERS  # noqa: E402
+from spade_mini.envs import TIERS, tier  # noqa: E402
 from spade_mini.evaluation import fixed_set_metrics  # noqa: E402
 from spade_mini.loop import State, one_iteration  # noqa: E402
 from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
@@ -92,7 +92,7 @@ say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
 examples = TIERS[cfg.examples][0]  # the hand-written tier that seeds the memory and is the fixed pool
 memory = None if cfg.no_memory else Memory.seeded(examples, max_records=cfg.memory_size)
-pool = [e for e in examples if cfg.setting in ("mix", e.setting)]
+pool = tier(cfg.examples, cfg.setting)
 # every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
 state = State(policy, optimizer, skills, corpus, memory, random.Random(distributed.rank_seed(cfg.seed)),
               pool=pool)

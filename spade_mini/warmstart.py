@@ -31,7 +31,7 @@ import torch
 
 from spade_mini.agent import GAME_TEMPLATES, TOOL_TEMPLATE, first_message
 from spade_mini.designer import SKILLS, Memory, designer_prompt
-from spade_mini.envs import ALL_HELDOUT, MAX_TURNS, TIERS, HandEnv
+from spade_mini.envs import ALL_HELDOUT, MAX_TURNS, HandEnv, tier
 from spade_mini.policy import load_trainable, save_trainable, token_logprobs
 from spade_mini.reinforce import Sample, make_optimizer, update
 from spade_mini.sandbox import SandboxedEnv, SandboxError
@@ -49,7 +49,7 @@ class WarmStartData:
 
 def examples_for(cfg) -> list[HandEnv]:
     """The examples of the run's tier (`--examples`) in its setting."""
-    return [e for e in TIERS[cfg.examples][0] if cfg.setting in ("mix", e.setting)]
+    return tier(cfg.examples, cfg.setting)
 
 
 def reply_ids(policy, text: str) -> list[int]:

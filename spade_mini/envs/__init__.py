@@ -137,3 +137,8 @@ TIERS: dict[str, tuple[list[HandEnv], list[HandEnv]]] = {
 }
 ALL_EXAMPLES: list[HandEnv] = [e for examples, _ in TIERS.values() for e in examples]
 ALL_HELDOUT: list[HandEnv] = [e for _, held_out in TIERS.values() for e in held_out]
+
+
+def tier(examples: str, setting: str, held_out: bool = False) -> list[HandEnv]:
+    """A tier's examples (or its held-out half) in a run's setting ("mix" keeps both settings)."""
+    return [e for e in TIERS[examples][held_out] if setting in ("mix", e.setting)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spade_mini.agent import Job, play_episodes, play_settings
-from spade_mini.envs import TIERS
+from spade_mini.envs import tier
 
 EVAL_SEED = 10**6  # curve seeds start here: training draws its seeds at random, elsewhere
 
@@ -27,7 +27,7 @@ class CurvePoint:
 
 def curve_items(cfg) -> list[tuple[str, str, int]]:
     """(environment name, source, seed) of every episode the curve plays, in a fixed order."""
-    envs = [e for e in TIERS[cfg.examples][1] if cfg.setting in ("mix", e.setting)]
+    envs = tier(cfg.examples, cfg.setting, held_out=True)
     return [(e.name, e.source, EVAL_SEED + k) for e in envs for k in range(cfg.eval_seeds)]
 
 
