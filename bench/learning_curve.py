@@ -158,7 +158,8 @@ def plot(summary: dict, path: Path) -> None:
     for ax in axes:
         ax.set_xlabel("iteration")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # SPADE's regret is empty when nothing validated
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
