@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> None:
         from spade_mini.envs import TIERS
         memory = Memory.seeded(TIERS[cfg.examples][0], max_records=cfg.memory_size)
     from spade_mini.policy import load_policy  # torch loads only after the arguments are checked
+    from spade_mini.run.planning import fit_plan
     from spade_mini.warmstart import warm_start
     policy = load_policy(cfg)
+    fit_plan(policy, cfg)  # the memory plan, on a CPU by need
     if cfg.warm_start_steps > 0:  # the same (cached) warm start as train.py's
         warm_start(policy, cfg, corpus)
     designs = design_environments(policy, skills, corpus, memory, random.Random(cfg.seed),

@@ -39,12 +39,12 @@ from tqdm.auto import tqdm  # noqa: E402
 from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_for  # noqa: E402
 from spade_mini.envs import TIERS, tier  # noqa: E402
 from spade_mini.evaluation import fixed_set_metrics  # noqa: E402
-from spade_mini.loop import State, one_iteration  # noqa: E402
+from spade_mini.loop import State, one_iteration, peak_memory_mb  # noqa: E402
 from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
 from spade_mini.run import iteration_records, random_streams, restore_streams  # noqa: E402
-from spade_mini.run.planning import check_plan  # noqa: E402
+from spade_mini.run.planning import fit_plan  # noqa: E402
 from spade_mini.sandbox import available_layers  # noqa: E402
 from spade_mini.warmstart import warm_start  # noqa: E402
 
@@ -84,8 +84,8 @@ torch.manual_seed(cfg.seed)  # every random draw from here on (sampling included
 try:
     skills = skills_for(cfg.setting, cfg.skills or None)
     corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
-    policy = load_policy(cfg, verbose=main)  # and its memory plan, printed in one line
-    check_plan(policy.plan, cfg)
+    policy = load_policy(cfg, verbose=main)
+    fit_plan(policy, cfg, say=say)  # the memory plan: on a CPU by this run's need; printed in one line
 except (SkillError, CorpusError, ModelError, PlanError) as e:
     fail(str(e))
 say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
@@ -233,4 +233,5 @@ finally:
     bar.close()
     reporter.close()
     distributed.close()
-say(f"done: {run.path}")
+say(f"done: {run.path} (peak memory {peak_memory_mb() / 1024:.1f} GiB; "
+    f"the memory plan said {policy.plan.total_bytes / 2**30:.1f} GiB)")

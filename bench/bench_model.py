@@ -1,85 +1,86 @@
-"""What batching and quantization buy: generation throughput by batch size, and peak memory.
+"""Decoding speed and memory of one model at one dtype, through the project's own two samplers.
 
-Run: python bench/bench_model.py [--quantize none|4bit]. Throughput is sampled generation of 48
-new tokens on the embedded model for the same prompts at batch 1, 4, 8 and 16, printed as tokens
-per second and as a ratio to batch 1 ("kept" tokens stop at EOS, "decoded" counts every position
-the batch computed). Memory: each variant is loaded in a fresh subprocess, which generates once
-and reports its peak resident set (ru_maxrss), so one variant's allocations never hide the
-other's. Prints only; asserts nothing.
-On a CPU shared with other jobs, run with OMP_NUM_THREADS=1: oversubscribed OpenMP threads
-spin and can make generation several times slower, which swamps what is being measured.
+    python bench/bench_model.py --model qwen-coder-1.5b --dtype bfloat16
+    python bench/bench_model.py --model embedded --dtype float32 --quantize 4bit
+
+Loads the policy as a run does (LoRA, unquantized unless --quantize 4bit) and samples NEW_TOKENS
+new tokens at temperature 0.6 for the same prompts at batch 1 and batch 8, twice each, through
+`Policy.generate` (Hugging Face `generate`) and `Policy.continue_chats` (decoding.py: rows leave
+at EOS, keys and values are reused). Tokens per second count the tokens kept (a row stops at its
+EOS); "decoded" also counts the positions `generate` computes after a row's EOS. The better of
+two calls is kept. Peak resident memory is this process's (load, then every call). Prints one
+JSON line at the end (bench/model_menu.py collects them). On a CPU shared with other jobs, run
+with OMP_NUM_THREADS set to the free cores: oversubscribed OpenMP threads spin.
+Prints only; asserts nothing.
 """
 import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
+import torch  # noqa: E402
+
 from spade_mini.config import Config  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
 
-BATCHES = [1, 4, 8, 16]
-NEW_TOKENS = 48
-MEMORY_NEW_TOKENS = 8  # enough to allocate the cache; 4-bit decoding is slow on CPU
-PROMPTS = ["Name three colours.", "What is 12 times 7?", "Describe a cat in one sentence.",
-           "Give me a word that rhymes with tree.", "How many legs does a spider have?",
-           "Write a haiku about rain.", "What is the capital of France?", "Count from 1 to 5."]
+BATCHES = [1, 8]
+NEW_TOKENS = 32
+PROMPTS = ["Write a Python function that checks whether a number is prime, with a docstring.",
+           "Describe how a bicycle works, part by part.", "Write a short story about a lighthouse keeper.",
+           "Explain what a hash table is and when to use one.", "List ten animals and one fact about each.",
+           "Write a poem about autumn in four stanzas.", "Explain the rules of chess to a beginner.",
+           "Write a Python class for a bank account with deposit and withdraw methods."]
 
 
 def chats(n: int) -> list[list[dict]]:
     return [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(n)]
 
 
-def throughput(quantize: str) -> None:
-    policy = load_policy(Config(model="embedded", quantize=quantize, temperature=0.6), verbose=False)
-    policy.generate(chats(1), 4)  # warm-up: first-call allocations are not throughput
-    base = None
-    print(f"throughput, embedded model ({quantize}), sampled, {NEW_TOKENS} new tokens")
-    print(f"{'batch':>5} {'s':>7} {'kept tok/s':>11} {'decoded tok/s':>14} {'ratio to b1':>12}")
-    for b in BATCHES:
+def best_rate(call, policy, b: int) -> tuple[float, float]:
+    """(kept tokens/s, decoded tokens/s): the better of two calls."""
+    best = (0.0, 0.0)
+    for _ in range(2):
         before = policy.tokens_generated
         t0 = time.perf_counter()
-        outs = policy.generate(chats(b), NEW_TOKENS)
+        outs = call(b)
         dt = time.perf_counter() - t0
         kept = policy.tokens_generated - before
         decoded = b * max(len(o.completion_ids) for o in outs)  # the batch runs to its longest row
-        base = base or kept / dt
-        print(f"{b:>5} {dt:>7.2f} {kept / dt:>11.1f} {decoded / dt:>14.1f} {kept / dt / base:>11.2f}x")
+        best = max(best, (kept / dt, decoded / dt))
+    return best
 
 
-def measure_child(quantize: str) -> None:
-    """Child side: load, generate once, print peak RSS and the model's own footprint as JSON."""
-    policy = load_policy(Config(model="embedded", quantize=quantize), verbose=False)
-    policy.generate(chats(4), MEMORY_NEW_TOKENS)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-    print(json.dumps({"peak_mb": peak_mb, "footprint_mb": policy.model.get_memory_footprint() / 2**20}))
-
-
-def memory() -> None:
-    rows = {}
-    for q in ("4bit", "none"):
-        out = subprocess.run([sys.executable, __file__, "--child", q], capture_output=True, text=True,
-                             check=True).stdout
-        rows[q] = json.loads(out.strip().splitlines()[-1])
-    print("memory (fresh process each: load + one generate)")
-    for q, name in (("4bit", "4-bit NF4 + LoRA"), ("none", "unquantized + LoRA")):
-        print(f"  {name:<20} peak RSS {rows[q]['peak_mb']:7.0f} MB   "
-              f"get_memory_footprint {rows[q]['footprint_mb']:6.0f} MB")
-    print(f"  ratio 4-bit / unquantized: peak RSS {rows['4bit']['peak_mb'] / rows['none']['peak_mb']:.2f}, "
-          f"footprint {rows['4bit']['footprint_mb'] / rows['none']['footprint_mb']:.2f}")
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--quantize", default="none", choices=["none", "4bit"])
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    t0 = time.time()
+    policy = load_policy(Config(model=args.model, quantize=args.quantize, dtype=args.dtype, temperature=0.6),
+                         verbose=False)
+    load_s = time.time() - t0
+    policy.generate(chats(1), 4)  # warm-up: first-call allocations are not throughput
+    row = {"model": args.model, "dtype": args.dtype, "quantize": args.quantize, "new_tokens": NEW_TOKENS,
+           "load_s": round(load_s, 1), "threads": torch.get_num_threads()}
+    print(f"{args.model}, {args.dtype}, {args.quantize}: {NEW_TOKENS} new tokens at temperature 0.6, "
+          f"{row['threads']} threads", flush=True)
+    samplers = {"generate": lambda b: policy.generate(chats(b), NEW_TOKENS),
+                "continue_chats": lambda b: policy.continue_chats(chats(b), NEW_TOKENS, keys=list(range(b)))}
+    for name, call in samplers.items():
+        for b in BATCHES:
+            kept, decoded = best_rate(call, policy, b)
+            row[f"{name}_b{b}"] = round(kept, 2)
+            print(f"  {name:<15} batch {b}: {kept:6.2f} tok/s kept, {decoded:6.2f} decoded", flush=True)
+    row["peak_gib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)  # kB on Linux
+    print(f"  peak resident memory {row['peak_gib']} GiB")
+    print(json.dumps(row))
+    return 0
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quantize", default="none", choices=["none", "4bit"],
-                        help="base weights for the throughput part (default none, as the CPU preset)")
-    parser.add_argument("--child", choices=["none", "4bit"], help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        measure_child(args.child)
-    else:
-        throughput(args.quantize)
-        memory()
+    raise SystemExit(main())

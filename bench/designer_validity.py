@@ -8,7 +8,7 @@ The policy is loaded and warm-started as train.py does (from the warm-start cach
 when it does not hold this warm start); the memory is seeded with the preset's example tier and
 the designs are validated exactly as in training (`design_environments`, duplicates included).
 Everything after `--` goes to train.py's flag parser (the preset defaults to cpu-smoke).
-`--samples FILE` writes each design's reply and reasons as a JSON line.
+`--samples FILE` writes each design's reply and reasons as a JSON line; `--json FILE` the counts.
 """
 import argparse
 import collections
@@ -28,6 +28,7 @@ from spade_mini.cli import main_config  # noqa: E402
 from spade_mini.designer import Corpus, Memory, design_environments, skills_for  # noqa: E402
 from spade_mini.envs import STAGES, TIERS  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
+from spade_mini.run.planning import fit_plan  # noqa: E402
 from spade_mini.sandbox import SandboxLimits  # noqa: E402
 
 LADDER = ("no_code", *STAGES, "duplicate")
@@ -41,11 +42,13 @@ def main() -> int:
     parser.add_argument("--designs", type=int, default=16)
     parser.add_argument("--batch", type=int, default=8, help="designs per generate call")
     parser.add_argument("--samples", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the counts by stage here (bench/model_menu.py reads it)")
     args = parser.parse_args(argv)
     cfg = main_config(extra if "--preset" in extra else ["--preset", "cpu-smoke", *extra],
                       prog="bench/designer_validity.py")
     torch.manual_seed(cfg.seed)
     policy = load_policy(cfg)
+    fit_plan(policy, cfg)
     corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
     rows = warmstart.warm_start(policy, cfg, corpus) if cfg.warm_start_steps > 0 else []
     if rows:
@@ -68,6 +71,10 @@ def main() -> int:
         if stages[stage]:
             print(f"| {stage} | {stages[stage]} |")
     print(f"\nvalid {stages['valid']}/{len(designs)}, cut at {cfg.design_max_new_tokens} tokens: {cut}")
+    if args.json:
+        args.json.write_text(json.dumps({"model": cfg.model, "designs": len(designs), "cut": cut,
+                                         "seconds": round(time.time() - t0), "budget": cfg.design_max_new_tokens,
+                                         "stages": {stage: stages[stage] for stage in LADDER}}))
     if args.samples:
         with args.samples.open("w", encoding="utf-8") as f:
             for d in designs:

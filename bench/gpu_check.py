@@ -45,7 +45,7 @@ from spade_mini.designer import (  # noqa: E402
     skills_for,
 )
 from spade_mini.policy import KNOWN_SHAPES, acting_as, continue_chats, embedded_checkpoint, policy_from_model  # noqa: E402
-from spade_mini.policy.memplan import chunk_rows  # noqa: E402
+from spade_mini.policy.chunks import chunk_rows  # noqa: E402
 from spade_mini.reinforce import Sample, make_optimizer, micro_batches, update  # noqa: E402
 
 SHAPE = KNOWN_SHAPES[Config.from_preset("gpu").model]  # the preset model's numbers, in one place

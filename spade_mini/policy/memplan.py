@@ -17,8 +17,14 @@ RAM), the plan gives each phase a budget:
                   float32 copies its norms keep) twice over while that layer is recomputed and
                   differentiated
 
-`chunk_rows` cuts a generation call into chunks within its positions, `pack_by_tokens` an
-update into micro-batches within its tokens (longest first, so padding stays small). Where the
+On a CPU the plan is made BY NEED (`Need`, estimated from the run's sizes by run/planning.py):
+each phase gets what its longest call needs, at most, and the plan's total is the fixed part, a
+margin and the largest phase, with the RAM (or `--gpu-memory`) as the cap. The update then
+holds one longest sample per micro-batch (shorter ones packed into as many tokens): a CPU gains
+nothing from more rows per pass, and a plan that claims the whole machine hides what a run takes.
+
+`chunks.py` cuts a generation call into chunks within its positions (`chunk_rows`), and an
+update into micro-batches within its tokens (`pack_by_tokens`, longest first, so padding stays small). Where the
 estimate is short, the device says so: a chunk or micro-batch that runs out of memory is halved
 and retried, and the plan is tightened for the rest of the run (`survived`; policy.py and
 reinforce.py do the retrying, as accelerate's find_executable_batch_size does).
@@ -123,6 +129,16 @@ KNOWN_SHAPES = {
 }
 
 
+@dataclass(frozen=True)
+class Need:
+    """What a run's phases need at their longest (run/planning.py estimates it from the run's sizes):
+    each generation call as (rows, longest row in positions), the positions every episode keeps
+    between turns, and the padded tokens of an update micro-batch that holds the longest sample."""
+    generation: tuple[tuple[int, int], ...]
+    chat_positions: int
+    update_tokens: int
+
+
 @dataclass
 class MemoryPlan:
     """Every phase's budget on one device (bytes unless named otherwise)."""
@@ -139,6 +155,8 @@ class MemoryPlan:
     generation_positions: int  # cache positions per generation chunk, padding included
     chat_cache_bytes: int      # keys and values kept between an agent's turns
     update_tokens: int         # padded tokens per update micro-batch
+    by_need: bool = False      # sized by what the run needs (under total_bytes as a cap), not by all there is
+    update_limit: int = 0      # by need: a longer sample than estimated may still take this many tokens alone
     oom_retries: int = 0       # out-of-memory errors survived by halving
 
     @property
@@ -154,7 +172,8 @@ class MemoryPlan:
 
     def line(self) -> str:
         """The plan in one line, for the log."""
-        return (f"memory plan: {gib(self.total_bytes)} on {self.device} = weights {gib(self.weights_bytes)} + "
+        return (f"memory plan{' by need' if self.by_need else ''}: {gib(self.total_bytes)} on {self.device} = "
+                f"weights {gib(self.weights_bytes)} + "
                 f"trainable state {gib(self.state_bytes)} + margin {gib(self.margin_bytes)} + work "
                 f"{gib(self.work_bytes)}: generation chunks of {self.generation_positions:,} cache positions, "
                 f"chat cache {gib(self.chat_cache_bytes)}, update micro-batches of {self.update_tokens:,} tokens")
@@ -176,9 +195,11 @@ class MemoryPlan:
 
 def make_plan(shape: ModelShape, *, device: str, total_bytes: int, weights_bytes: int, state_bytes: int,
               dtype_bytes: int, checkpointing: bool, update_tokens: int = 0,
-              margin_bytes: int | None = None) -> MemoryPlan:
-    """Split `total_bytes` between the fixed part and each phase (module docstring). Raises
-    PlanError when the fixed part leaves nothing, or `update_tokens` asks for more than is left."""
+              margin_bytes: int | None = None, need: Need | None = None) -> MemoryPlan:
+    """Split `total_bytes` between the fixed part and each phase (module docstring). With a
+    `need`, no phase gets more than it needs and the plan's total is what they need, with
+    `total_bytes` as the cap (what cannot fit under it is chunked). Raises PlanError when the
+    fixed part leaves nothing, or `update_tokens` asks for more than is left."""
     margin = max(MARGIN_MIN_BYTES, int(MARGIN_SHARE * total_bytes)) if margin_bytes is None else margin_bytes
     work = total_bytes - weights_bytes - state_bytes - margin
     position, layer = shape.position_bytes(dtype_bytes), shape.layer_activation_bytes(dtype_bytes)
@@ -197,9 +218,20 @@ def make_plan(shape: ModelShape, *, device: str, total_bytes: int, weights_bytes
         raise PlanError(f"--update-tokens {update_tokens:,} needs {gib(update_tokens * token + head)} but "
                         f"{gib(work)} is left for the update; lower --update-tokens, or set it to 0 for "
                         f"the plan's {fit:,}.")
-    return MemoryPlan(device, total_bytes, weights_bytes, state_bytes, margin, position, layer,
-                      math.ceil(shape.vocab * 4 * LOGIT_COPIES / per_position), token, head,
-                      int((work - chat) // per_position), chat, int(update_tokens or fit))
+    row = math.ceil(shape.vocab * 4 * LOGIT_COPIES / per_position)
+    generation, update = int((work - chat) // per_position), int(update_tokens or fit)
+    if need is not None:
+        generation = min(generation, max(rows * (length + row) for rows, length in need.generation))
+        chat = min(chat, need.chat_positions * position)
+        update = update_tokens or min(fit, need.update_tokens)
+        work = max(generation * per_position + chat, update * token + head)
+        fixed = weights_bytes + state_bytes
+        wanted = max(MARGIN_MIN_BYTES, int(MARGIN_SHARE * (fixed + work))) if margin_bytes is None else margin_bytes
+        total_bytes = min(total_bytes, fixed + wanted + work)
+        margin = total_bytes - fixed - work  # under the cap: at least the margin the cap's plan kept
+    return MemoryPlan(device, total_bytes, weights_bytes, state_bytes, margin, position, layer, row, token, head,
+                      generation, chat, update, by_need=need is not None,
+                      update_limit=int(fit) if need is not None and not update_tokens else 0)
 
 
 def gib(n: float) -> str:
@@ -218,51 +250,6 @@ def parse_bytes(text: str) -> int:
     return int(float(m.group(1)) * UNITS[m.group(2)])
 
 
-def chunk_rows(prefix: list[int], rest: list[int], new_tokens: int, positions: int,
-               row_positions: int = 0) -> list[list[int]]:
-    """Row indices in chunks whose cache holds at most `positions` positions, padding included:
-    b rows with reused prefixes p and prompt rests s hold b x (max p + max s + new_tokens), and
-    each row also counts `row_positions`. All rows in their order when they fit at once; else
-    longest first, so that rows of a chunk are alike and padding stays small."""
-    n = len(rest)
-    if not n:
-        return []
-    if n * (max(prefix) + max(rest) + new_tokens + row_positions) <= positions:
-        return [list(range(n))]
-    chunks: list[list[int]] = []
-    chunk, P, S = [], 0, 0
-    for i in sorted(range(n), key=lambda i: -(prefix[i] + rest[i])):
-        p, s = max(P, prefix[i]), max(S, rest[i])
-        if chunk and (len(chunk) + 1) * (p + s + new_tokens + row_positions) > positions:
-            chunks.append(chunk)
-            chunk, p, s = [], prefix[i], rest[i]
-        need = p + s + new_tokens + row_positions
-        if not chunk and need > positions:
-            raise PlanError(f"one row of {p + s:,} prompt and {new_tokens:,} new tokens needs {need:,} "
-                            f"cache positions, more than the {positions:,} a generation chunk may hold here; "
-                            "lower this phase's budget (--design-max-new-tokens, --hint-max-new-tokens, "
-                            "--turn-max-new-tokens or --max-context-tokens) or raise --gpu-memory.")
-        chunk.append(i)
-        P, S = p, s
-    return chunks + [chunk]
-
-
-def pack_by_tokens(lengths: list[int], tokens: int, max_rows: int) -> list[list[int]]:
-    """Indices in micro-batches of at most `max_rows` rows and `tokens` padded tokens (rows x
-    longest), longest first: each micro-batch's first row is its longest."""
-    batches: list[list[int]] = []
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        if batches and len(batches[-1]) < max_rows and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= tokens:
-            batches[-1].append(i)
-        elif lengths[i] > tokens:
-            raise PlanError(f"a sample of {lengths[i]:,} tokens is longer than the update's {tokens:,} tokens "
-                            "per micro-batch; raise --update-tokens or --gpu-memory, or lower "
-                            "--max-context-tokens or --design-max-new-tokens.")
-        else:
-            batches.append([i])
-    return batches
-
-
 def out_of_memory(error: BaseException) -> bool:
     """Whether an error is the device (or the CPU allocator) running out of memory."""
     import torch
@@ -277,10 +264,19 @@ def free_bytes(device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    meminfo = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
-    m = re.search(r"MemAvailable:\s+(\d+) kB", meminfo)
-    available = int(m.group(1)) * 1024 if m else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return available // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return meminfo("MemAvailable", "SC_AVPHYS_PAGES") // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def meminfo(field: str, pages: str) -> int:
+    """A /proc/meminfo field in bytes (else sysconf's page count of the same)."""
+    text = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
+    m = re.search(rf"{field}:\s+(\d+) kB", text)
+    return int(m.group(1)) * 1024 if m else os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE")
+
+
+def ram_bytes() -> int:
+    """This machine's RAM, shared by the processes of this machine (torchrun)."""
+    return meminfo("MemTotal", "SC_PHYS_PAGES") // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
 
 def model_bytes(model, device) -> int:

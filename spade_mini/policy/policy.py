@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import torch
 
 from spade_mini.policy.logprobs import PLAIN, Sampling, last_position, left_pad
-from spade_mini.policy.memplan import MemoryPlan, PlanError, chunk_rows, out_of_memory
+from spade_mini.policy.chunks import chunk_rows
+from spade_mini.policy.memplan import MemoryPlan, PlanError, out_of_memory
 
 CHAT_CACHE_BYTES = 8 * 2**30  # keys and values kept between an agent's turns, at most (without a plan)
 

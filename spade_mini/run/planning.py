@@ -2,8 +2,9 @@
 train.py refuses a configuration whose longest rows cannot fit.
 
 The plan itself is spade_mini/policy/memplan.py; this module knows the Config. The model's shape
-comes from its config.json read offline (the embedded model's converted folder, the local Hugging
-Face cache, or a local folder), else, for the gpu preset's model, from memplan.KNOWN_SHAPES: no
+comes from its row in policy/models.py for a built-in model, else from its config.json read
+offline (the local Hugging Face cache, or a local folder), else, for the gpu preset's model, from
+memplan.KNOWN_SHAPES: no
 weights are read or downloaded. The weights' bytes are estimated from that shape (train.py
 measures them once loaded). Token budgets are the flags' exact values; prompt lengths are
 ESTIMATES: the library's own prompts at CHARS_PER_TOKEN characters per token.
@@ -15,8 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from spade_mini.policy.memplan import (KNOWN_SHAPES, MemoryPlan, ModelShape, PlanError, free_bytes, gib,
-                                       make_plan, parse_bytes)
+from spade_mini.policy.memplan import (KNOWN_SHAPES, MemoryPlan, ModelShape, Need, PlanError, free_bytes, gib,
+                                       make_plan, parse_bytes, ram_bytes)
 
 CHARS_PER_TOKEN = 3      # an upper estimate for English prose and Python in a modern BPE vocabulary
 WORD_CHARS = 7           # one corpus word with its space, generously
@@ -38,12 +39,15 @@ class Phase:
 def model_shape(cfg) -> tuple[ModelShape, str]:
     """The model's shape without its weights, and where it came from."""
     from transformers import AutoConfig
-    if cfg.model in ("embedded", "tiny"):
+
+    from spade_mini.policy import MODELS
+    if cfg.model in MODELS:
+        return MODELS[cfg.model].shape, f"the built-in row of {cfg.model} (spade_mini/policy/models.py)"
+    if cfg.model == "tiny":
+        from transformers import AutoTokenizer
+
         from spade_mini.policy import embedded_checkpoint, tiny_model
         path = embedded_checkpoint(cfg.cache_dir)
-        if cfg.model == "embedded":
-            return ModelShape.of(AutoConfig.from_pretrained(path)), f"read from {path}"
-        from transformers import AutoTokenizer
         return ModelShape.of(tiny_model(AutoTokenizer.from_pretrained(path)).config), "the tiny test model"
     try:
         return ModelShape.of(AutoConfig.from_pretrained(cfg.model, local_files_only=True)), "its config.json, read offline"
@@ -110,15 +114,38 @@ def offline_plan(cfg) -> tuple[MemoryPlan, str]:
     if cfg.gpu_memory:
         total = parse_bytes(cfg.gpu_memory)
     else:
-        total = torch.cuda.mem_get_info(device)[0] if cuda and torch.cuda.is_available() else free_bytes(device)
+        total = torch.cuda.mem_get_info(device)[0] if cuda and torch.cuda.is_available() else min(free_bytes(device) + weights, ram_bytes())
     plan = make_plan(shape, device=device.type, total_bytes=total, weights_bytes=weights + 4 * trainable,
                      state_bytes=state, dtype_bytes=size, checkpointing=cfg.gradient_checkpointing,
-                     update_tokens=cfg.update_tokens)
+                     update_tokens=cfg.update_tokens, need=None if cuda else run_need(cfg))
     mode = "full fine-tune" if cfg.full_finetune else f"LoRA r{cfg.lora_r} on {','.join(cfg.lora_targets)}"
     note = (f"{cfg.model} (shape: {source}), {'4-bit NF4' if quantized else str(dtype).replace('torch.', '')} "
             f"weights, {mode}, gradient checkpointing {'on' if cfg.gradient_checkpointing else 'off'}, "
             f"on {device.type}")
     return plan, note
+
+
+def run_need(cfg) -> Need:
+    """What this run's phases need at their longest (estimates, as `phases`): every generation
+    call with all its rows at once, every episode's chat kept between turns, and an update
+    micro-batch that holds the longest sample."""
+    calls = phases(cfg)
+    play = [p for p in calls if p.name.startswith("play")]
+    chat = max(p.rows * (p.prompt + p.new) for p in play) if len(play) > 1 else 0  # kept only between turns
+    return Need(tuple((p.rows, p.prompt + p.new) for p in calls), chat, longest_sample(cfg))
+
+
+def fit_plan(policy, cfg, say=print) -> MemoryPlan:
+    """The loaded policy's plan for this run: on a CPU remade by need (memplan.Need: each phase
+    gets what this run's sizes need, under the RAM or --gpu-memory as a cap), checked (`check_plan`)
+    and said in one line. A GPU keeps the plan that divides its free memory."""
+    from spade_mini.policy.load import measured_plan
+    if policy.device.type == "cpu":
+        policy.plan = measured_plan(policy.model, cfg, policy.device, policy.autocast, need=run_need(cfg))
+        policy.chat_cache.max_bytes = policy.plan.chat_cache_bytes
+    check_plan(policy.plan, cfg)
+    say(policy.plan.line(), flush=True)
+    return policy.plan
 
 
 def check_plan(plan: MemoryPlan, cfg) -> None:

@@ -1,0 +1,116 @@
+"""bfloat16 on a CPU (spade_mini/policy/dtypes.py): `--dtype auto` picks it only where it measured
+faster, the adapters and their optimizer state stay float32, and in bf16 the sampler and the
+scorer still agree on every token's log-prob (the update is on-policy)."""
+import torch
+from transformers import AutoConfig
+
+from spade_mini.config import Config
+from spade_mini.policy import dtypes, embedded_checkpoint, load_policy, pick_dtype, token_logprobs
+from spade_mini.policy.dtypes import Workload
+
+CACHE = "~/.cache/spade_mini"
+OPENERS = ["Name a colour. Reply with \\boxed{colour}.", "Which is bigger, 17 or 71? Reply inside \\boxed{}.",
+           "Say a fruit that is yellow.", "Count from one to five in words."]
+
+
+def embedded_config():
+    return AutoConfig.from_pretrained(embedded_checkpoint(CACHE))
+
+
+def test_auto_picks_what_measured_faster_and_caches_it(monkeypatch, tmp_path):
+    cfg = Config(model="embedded", quantize="none", cache_dir=str(tmp_path))
+    calls = []
+    monkeypatch.setattr(dtypes, "cpu_has_bf16", lambda: True)
+
+    def fake(seconds):
+        def measure(config, dtype, workload):
+            calls.append(dtype)
+            return seconds[dtype]
+        return measure
+    monkeypatch.setattr(dtypes, "iteration_seconds", fake({torch.float32: 2.0, torch.bfloat16: 1.0}))
+    said = []
+    assert pick_dtype(cfg, torch.device("cpu"), embedded_config(), say=lambda *a, **k: said.append(a[0])) == torch.bfloat16
+    assert calls == [torch.float32, torch.bfloat16] and "bfloat16" in said[-1]
+    # measured once per CPU, model and workload: the next run reads the answer
+    assert pick_dtype(cfg, torch.device("cpu"), embedded_config(), say=lambda *a, **k: said.append(a[0])) == torch.bfloat16
+    assert len(calls) == 2 and "cached" in said[-1]
+    # another workload (a play batch of 2 rows) is measured again, and here bf16 lost
+    monkeypatch.setattr(dtypes, "iteration_seconds", fake({torch.float32: 1.0, torch.bfloat16: 3.0}))
+    small = Config(model="embedded", quantize="none", cache_dir=str(tmp_path), designs_per_iteration=1,
+                   plays_per_design=1)
+    assert pick_dtype(small, torch.device("cpu"), embedded_config(), say=lambda *a, **k: said.append(a[0])) == torch.float32
+    assert len(calls) == 4
+
+
+def test_auto_is_float32_without_bf16_units_and_bf16_on_a_gpu(monkeypatch, tmp_path):
+    cfg = Config(model="embedded", quantize="none", cache_dir=str(tmp_path))
+    monkeypatch.setattr(dtypes, "cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(dtypes, "iteration_seconds", lambda *a: (_ for _ in ()).throw(AssertionError("measured")))
+    assert pick_dtype(cfg, torch.device("cpu"), embedded_config()) == torch.float32
+    assert pick_dtype(cfg, torch.device("cuda"), embedded_config()) == torch.bfloat16
+    assert pick_dtype(Config(dtype="bfloat16"), torch.device("cpu"), embedded_config()) == torch.bfloat16
+
+
+def test_the_probe_times_the_real_decoding_and_update_at_both_dtypes():
+    """The probe itself, on the tiny test model's architecture (bf16 without bf16 units can be
+    30x slower than float32, so a real shape would take minutes here): both dtypes give a
+    positive time for the run's workload, and a larger workload takes longer."""
+    from transformers import AutoTokenizer
+
+    from spade_mini.policy import tiny_model
+    config = tiny_model(AutoTokenizer.from_pretrained(embedded_checkpoint(CACHE))).config
+    small = Workload(phases=((2, 4),), update_tokens=64, update_rows=1)
+    large = Workload(phases=((2, 4), (8, 64)), update_tokens=4096, update_rows=2)
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = dtypes.iteration_seconds(config, dtype, small), dtypes.iteration_seconds(config, dtype, large)
+        assert 0 < a < b
+
+
+def test_bf16_base_keeps_float32_adapters_and_optimizer_state():
+    from spade_mini.reinforce import Sample, make_optimizer, update
+    policy = load_policy(Config(model="embedded", quantize="none", dtype="bfloat16"), verbose=False)
+    frozen = [p for p in policy.model.parameters() if not p.requires_grad and p.is_floating_point()]
+    assert frozen and all(p.dtype == torch.bfloat16 for p in frozen)
+    trainable = policy.trainable_parameters()
+    assert trainable and all(p.dtype == torch.float32 for p in trainable)
+    optimizer = make_optimizer(policy.model, 1e-3)
+    prompt = policy.prompt_ids([{"role": "user", "content": OPENERS[0]}])
+    stats = update(policy, [Sample(prompt, [300, 301, 302], 1.0, "agent"),
+                            Sample(prompt, [400, 401], -1.0, "agent")], optimizer)
+    assert stats.agent_loss != 0
+    moments = [t for state in optimizer.state.values() for t in state.values() if torch.is_tensor(t) and t.numel() > 1]
+    assert moments and all(t.dtype == torch.float32 for t in moments)
+
+
+def sampler_and_scorer(dtype: str, monkeypatch):
+    """Per-token log-probs of sampled agent turns: the sampler's own (decode, with its key/value
+    cache) and the scorer's (one padded forward, as the update takes them)."""
+    from spade_mini.policy import decoding
+    policy = load_policy(Config(model="embedded", quantize="none", dtype=dtype, temperature=0.6), verbose=False)
+    seen, decode = [], decoding.decode
+
+    def recording(*args, **kwargs):
+        seen.append(decode(*args, **kwargs))
+        return seen[-1]
+    monkeypatch.setattr(decoding, "decode", recording)
+    torch.manual_seed(0)
+    chats = [[{"role": "user", "content": o}] for o in OPENERS * 2]
+    outs = policy.continue_chats(chats, 24, keys=list(range(len(chats))))
+    with torch.no_grad():
+        scored = token_logprobs(policy.model, [o.prompt_ids for o in outs], [o.completion_ids for o in outs],
+                                policy.pad_id, samplings=[o.sampling for o in outs])
+    sampled = torch.cat([d.logprobs for d in seen[-1]])  # (N,)
+    return sampled.float(), torch.cat(scored).float()
+
+
+def test_sampler_and_scorer_agree_in_bf16_within_a_bound(monkeypatch):
+    """k1 = mean(log p_sampler - log p_scorer) per token: about 1e-8 in float32; bf16 rounds the
+    two computations differently (another matmul shape, a cache), and the bound below is what
+    keeps the update on-policy in practice: far below the 0.24 nats/token of scoring at the
+    wrong temperature (README)."""
+    sampled, scored = sampler_and_scorer("float32", monkeypatch)
+    assert (sampled - scored).mean().abs() < 1e-5
+    sampled, scored = sampler_and_scorer("bfloat16", monkeypatch)
+    k1 = (sampled - scored).mean().item()
+    assert abs(k1) < 0.02, k1
+    assert (sampled - scored).abs().max() < 1.0  # no token scored as if drawn from another distribution
