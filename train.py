@@ -136,7 +136,7 @@ try:  # tidy the run directory, or write its first files
             run.write_rows("warm_start.jsonl", warm_start(policy, cfg, corpus))
             say(f"warm start: saved as {run.save_warm_start(policy)} (evaluate it alone with eval.py)", flush=True)
     distributed.broadcast_parameters(policy.trainable_parameters())  # rank 0's warm start, everywhere
-    if main and checkpoint is None and cfg.eval_every > 0:  # the learning curve starts before self-play
+    if main and checkpoint is None and cfg.eval_every > 0 and cfg.eval_start:  # the curve starts before self-play
         run.write_rows("eval.jsonl", [])
         run.write_rows("metrics.jsonl", [{"iteration": -1, **evaluate_curve(-1)}])
 except WriteError as e:

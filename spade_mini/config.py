@@ -135,6 +135,8 @@ class Config:
     """Every this many iterations (and before the first), play the tier's HELD-OUT environments greedily on fixed seeds without a hint; eval.jsonl keeps each episode (0: never)."""
     eval_seeds: int = 2
     """Seeds per held-out environment in that evaluation."""
+    eval_start: bool = True
+    """With --eval-every, also evaluate the starting policy before the first iteration (runs that share one starting policy evaluate it once: bench/learning_curve.py)."""
 
     # --- optimisation ------------------------------------------------------------------------
     lr: float = 1e-5
@@ -253,7 +255,7 @@ PRESETS: dict[str, dict] = {
     # its sources fit; agent turns short ("answer"); 40 seeds per held-out starter for --eval-every,
     # 360 items a point, enough to see a change of about 0.10.
     "cpu": dict(
-        model="qwen-coder-1.5b", quantize="none", iterations=3, designs_per_iteration=4,
+        model="qwen-coder-1.5b", quantize="none", iterations=3, designs_per_iteration=8,
         plays_per_design=8, design_max_new_tokens=512, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=1024, corpus_max_words=60,
         lora_r=16, lora_alpha=32, lr=2e-4, hint_source="env", micro_batch=4,

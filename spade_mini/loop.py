@@ -191,8 +191,21 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "tokens_generated": tokens, "tokens_per_s": tokens / gen_s if gen_s > 0 else None,
         **{f"time_{k}_s": v for k, v in slowest.items()}, "peak_memory_mb": max(b["peak_memory_mb"]),
         "oom_retries": sum(b["oom_retries"]),
+        **memory_counts(state.memory),
     }
     return row, designs, playables, episodes, scores
+
+
+def memory_counts(memory) -> dict:
+    """What the memory holds after an iteration: the designer's own valid environments, and how
+    many of them were played inside the band its prompts draw references from."""
+    if memory is None:
+        return {}
+    own = [r for r in memory.records if r.iteration >= 0 and r.valid]
+    low, high = memory.band
+    return {"memory_designs": len(own),
+            "memory_in_band": sum(r.no_hint_solve_rate is not None and low <= r.no_hint_solve_rate <= high
+                                  for r in own)}
 
 
 def peak_memory_mb() -> float:
