@@ -71,3 +71,39 @@ def test_train_writes_the_curve_and_the_warm_started_policy(tmp_path):
     assert all(items == expected for items in by_it.values())
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["eval_episodes"] for m in metrics] == [len(expected)] * 3
+
+
+def test_a_stopped_curve_continues_instead_of_starting_again(tmp_path):
+    """bench/learning_curve.py evaluates the starting policy once, for every arm; a run asked for
+    more iterations than it did resumes from its checkpoint and keeps the evaluations it has; a
+    finished run and the start evaluation are never redone."""
+    from learning_curve import arm_summary, evaluations
+    tiny = ["--model", "tiny", "--eval-seeds", "1", "--designs-per-iteration", "2", "--plays-per-design", "2",
+            "--turn-max-new-tokens", "4", "--warm-start-steps", "0"]
+
+    def curve(iterations: int) -> str:
+        cmd = [sys.executable, str(ROOT / "bench" / "learning_curve.py"), "--preset", "cpu-smoke", "--arms", "fixed",
+               "--iterations", str(iterations), "--eval-every", "1", "--run-dir", str(tmp_path), "--name", "c", "--", *tiny]
+        out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        return out.stdout
+
+    curve(1)
+    start, arm = tmp_path / "c-start", tmp_path / "c-fixed-s0"
+    assert sorted(evaluations(start)) == [-1] and sorted(evaluations(arm)) == [0]  # the start is evaluated once
+    first = {f: (arm / f).read_text() for f in ("eval.jsonl", "metrics.jsonl")}
+    start_eval = (start / "eval.jsonl").read_text()
+
+    curve(2)  # one more iteration: resumed from checkpoint-0, iteration 0's evaluation kept as it was
+    assert "resumed" in (tmp_path / "c-fixed-s0.log").read_text()
+    assert (start / "eval.jsonl").read_text() == start_eval
+    for f, text in first.items():
+        assert (arm / f).read_text().startswith(text)
+    assert sorted(evaluations(arm)) == [0, 1]
+    assert [r["iteration"] for r in arm_summary(arm, evaluations(start)[-1])["points"]] == [-1, 0, 1]
+
+    done = {f: (arm / f).stat().st_mtime_ns for f in ("eval.jsonl", "metrics.jsonl")}
+    curve(2)  # finished: nothing runs again
+    assert {f: (arm / f).stat().st_mtime_ns for f in done} == done
+    summary = json.loads((tmp_path / "c-summary.json").read_text())
+    assert summary["arms"]["fixed"]["pairs"] == len(evaluations(start)[-1])
