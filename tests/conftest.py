@@ -5,6 +5,17 @@ from hostile import sandbox  # noqa: F401  (the fixture of the hostile sandbox t
 
 from spade_mini.config import Config
 
+# `--dtype auto` measures bf16 against float32 on CPUs with bf16 units (policy/dtypes.py), and the
+# measurement is noisy; the tests' tolerances are float32's, so in-process tests see a CPU without
+# those units unless a test patches this itself (tests/test_dtypes.py). Patched here, at import,
+# because session-scoped policies are built before any function-scoped fixture could patch it.
+try:
+    from spade_mini.policy import dtypes
+except ImportError:  # the unprivileged copy of the sandbox tests has no torch, and loads no model
+    dtypes = None
+else:
+    dtypes.cpu_has_bf16 = lambda: False
+
 
 @pytest.fixture(scope="session")
 def tiny_policy():
@@ -17,15 +28,3 @@ def embedded_policy():
     """SmolLM2-135M-Instruct in 4-bit NF4 with a LoRA adapter, as the default config builds it."""
     from spade_mini.policy import load_policy
     return load_policy(Config(model="embedded", quantize="4bit", temperature=0.0), verbose=False)
-
-
-@pytest.fixture(autouse=True)
-def float32_unless_asked(monkeypatch):
-    """`--dtype auto` measures bf16 against float32 on CPUs with bf16 units (policy/dtypes.py); the
-    tests' tolerances are float32's, so in-process tests see a CPU without them unless a test
-    patches this itself (tests/test_dtypes.py)."""
-    try:
-        from spade_mini.policy import dtypes
-    except ImportError:  # the unprivileged copy of the sandbox tests has no torch, and loads no model
-        return
-    monkeypatch.setattr(dtypes, "cpu_has_bf16", lambda: False)
