@@ -5,9 +5,11 @@
     python train.py --name qwen4b --resume # continue a killed run from its last checkpoint
     torchrun --standalone --nproc-per-node 4 train.py --preset gpu   # data parallel, 4 GPUs
 
-Each iteration (spade_mini/loop.py): the designer writes N environments, the sandbox validates
-them, the agent plays K paired seeds per environment with and without a hint, the designer is
-rewarded by hint-based regret, and one REINFORCE update trains both roles. Everything is written
+Each iteration (spade_mini/loop.py): the designer writes environments until K are valid (every
+R iterations, or when the active pool is short), the sandbox validates them, the agent plays K
+paired seeds per new environment with and without a hint, the designer is rewarded by
+hint-based regret, the informative ones join the active pool (spade_mini/pool.py), which is
+replayed without a hint on fresh seeds, and one REINFORCE update trains both roles. Everything is written
 to runs/<name>/ (see spade_mini/run/rundir.py). Ctrl-C, SIGTERM or SIGUSR1 finishes the
 iteration, saves a checkpoint and exits; a full disk stops the run with one sentence, and
 --resume continues either. Under torchrun every process runs this same script on its share of
@@ -43,7 +45,8 @@ from spade_mini.loop import State, one_iteration, peak_memory_mb  # noqa: E402
 from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
-from spade_mini.run import iteration_records, random_streams, restore_streams  # noqa: E402
+from spade_mini.pool import Pool  # noqa: E402
+from spade_mini.run import iteration_records, load_pool, random_streams, restore_streams  # noqa: E402
 from spade_mini.run.planning import fit_plan  # noqa: E402
 from spade_mini.sandbox import available_layers  # noqa: E402
 from spade_mini.warmstart import warm_start  # noqa: E402
@@ -65,6 +68,9 @@ except distributed.DistributedError as e:
     fail(str(e))
 main, world = distributed.is_main(), distributed.world_size()
 say = print if main else (lambda *args, **kwargs: None)
+if world > 1 and cfg.pool_max_age > 0 and not cfg.fixed_pool:
+    fail("the active pool runs in one process; under torchrun add --pool-max-age 0 (each environment "
+         "is then played in one iteration only).")
 if cfg.designs_per_iteration < world:
     fail(f"--designs-per-iteration {cfg.designs_per_iteration} leaves a process without a design; "
          f"give at least {world}, one per process.")
@@ -95,7 +101,9 @@ memory = None if cfg.no_memory else Memory.seeded(examples, max_records=cfg.memo
 pool = tier(cfg.examples, cfg.setting)
 # every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
 state = State(policy, optimizer, skills, corpus, memory, random.Random(distributed.rank_seed(cfg.seed)),
-              pool=pool)
+              pool=pool, probe_sources=[e.source for e in tier(cfg.examples, cfg.setting, held_out=True)])
+if cfg.pool_max_age > 0 and not cfg.fixed_pool:  # the designer's environments at the agent's edge
+    state.active_pool = Pool.from_config(cfg)
 if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed started above
     torch.manual_seed(distributed.rank_seed(cfg.seed))
 
@@ -121,6 +129,8 @@ try:  # tidy the run directory, or write its first files
             say(f"resuming a run saved by {len(streams)} processes with {world}: weights, optimizer, "
                 "memory and learning potential carry over, and each process's random streams restart "
                 "from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
+        if state.active_pool is not None:
+            state.active_pool = load_pool(checkpoint) or state.active_pool
         if memory is not None:
             state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
             if main:  # the run's copy may be ahead of the checkpoint
@@ -147,7 +157,8 @@ reporter = Reporter(cfg.report_to if main else "none", run.path)
 def save(iteration: int):
     streams = distributed.all_gather(random_streams(state.rng))  # every rank's own, for an exact resume
     if main:
-        run.save_checkpoint(iteration, policy, optimizer, state.memory, state.potential, streams)
+        run.save_checkpoint(iteration, policy, optimizer, state.memory, state.potential, streams,
+                            state.active_pool)
         run.remove_old_checkpoints(cfg.keep_checkpoints)
 
 
@@ -210,7 +221,8 @@ try:
             reporter.log(row)
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),
-                        ret=fmt(row["no_hint_return"]), hint_ret=fmt(row["hint_return"]))
+                        ret=fmt(row["no_hint_return"]), informative=row["informative_episodes"],
+                        **({"pool": row["pool_size"]} if "pool_size" in row else {}))
         # every rank stops after the same iteration: the first signal that any of them received
         signals = [s for got in distributed.all_gather(stop[:1]) for s in got]
         if (it + 1) % save_every == 0 or it + 1 == cfg.iterations or signals:

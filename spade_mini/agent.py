@@ -133,6 +133,37 @@ def first_message(obs: str, tools: list[dict] | None, hint: str | None,
     return GAME_TEMPLATES[template].format(obs=obs)
 
 
+def turn_budget(policy, max_new_tokens: int):
+    """validate_env's `action_fits` for this run: why one action cannot be written in one turn of
+    `max_new_tokens` tokens (the action itself and the end of the turn), or None. A policy that
+    counts no tokens (a scripted one in tests) gets no check."""
+    count = getattr(policy, "count_tokens", None)
+    if count is None:
+        return None
+
+    def fits(action: str) -> str | None:
+        needed = count(action) + 1
+        return None if needed <= max_new_tokens else (
+            f"the action {action[:60]!r} takes {needed} tokens with the end of the turn, more than "
+            f"the {max_new_tokens} the agent may write in one turn of this run")
+    return fits
+
+
+def probe_chats(sources: list[str], count: int, template: str = DEFAULTS.agent_template,
+                limits: SandboxLimits | None = None, first_seed: int = 7_000_000) -> list[list[dict]]:
+    """The first agent message of `count` episodes, round robin over `sources` on fixed seeds:
+    the drift probe (policy/drift.py). Environments that fail to start are skipped."""
+    chats = []
+    for i in range(count if sources else 0):
+        try:
+            with SandboxedEnv(sources[i % len(sources)], limits=limits) as env:
+                obs, info = env.reset(seed=first_seed + i)
+        except SandboxError:
+            continue
+        chats.append([{"role": "user", "content": first_message(obs, info.get("tools") or None, None, template)}])
+    return chats
+
+
 def play_settings(cfg) -> dict:
     """The keyword arguments of `play_episodes` that a Config sets: training, the fixed-set curve
     and held-out evaluation play under the same rules."""

@@ -76,13 +76,41 @@ class Config:
     plays_per_design: int = 4
     """Paired seeds per valid environment (K): K no-hint and K hint episodes."""
     design_retries: int = 0
-    """Extra attempts for invalid designs within an iteration."""
+    """Extra attempts for invalid designs within an iteration (with --valid-designs, the caps below decide instead)."""
+    valid_designs: int = 0
+    """Design until this many are valid: invalid slots are re-generated with a fresh document, within --design-attempts and --design-seconds (0: one batch of --designs-per-iteration, plus --design-retries)."""
+    design_attempts: int = 0
+    """At most this many designs written in one regeneration, valid or not (0: three times --designs-per-iteration)."""
+    design_seconds: float = 0.0
+    """No new batch of designs is started after this many seconds of one regeneration (0: no limit)."""
+    design_every: int = 1
+    """The designer runs every this many iterations, or sooner when the active pool is short (spade_mini/pool.py)."""
+    pool_max_age: int = 0
+    """The active pool: a design joins when its no-hint plays were informative and is replayed, no-hint on fresh seeds, for at most this many iterations (0: no pool; each environment is played in one iteration only)."""
+    pool_low: float = 0.1
+    """Lowest no-hint solve rate of the pool's band (admission and retirement)."""
+    pool_high: float = 0.9
+    """Highest no-hint solve rate of the pool's band."""
+    pool_window: int = 16
+    """A pool environment retires when its no-hint rate over this many recent plays leaves the band."""
+    pool_min: int = 2
+    """The pool is short below this many environments: the run's own in-band designs come back from the memory, and the designer runs."""
+    pool_max: int = 16
+    """The pool holds at most this many environments."""
+    episodes_per_iteration: int = 0
+    """No-hint episodes played an iteration, in either arm, split over what it plays (0: --designs-per-iteration times --plays-per-design)."""
     require_solution: bool = True
     """Validation plays each design's solution() to a win on several seeds and checks that blind play loses; off: the checks without that stage (designs need no solution())."""
     hint_source: str = "policy"
     """'policy' (the policy reads the source and writes a hint) or 'env' (the environment's own hint())."""
     designer_reward: str = "blend"
-    """'regret' (max(0, regret), see --regret-estimator), 'blend', 'solve_rate' or 'learning_potential'."""
+    """'regret' (max(0, regret), see --regret-estimator), 'blend' (the paper's), 'gated_blend' (the blend, with regret paid only at no-hint solve rates strictly between 0 and 1), 'solve_rate' or 'learning_potential'."""
+    designer_baseline: str = "skill"
+    """Group of the designer's baseline: 'skill' (the designs of one skill in an iteration) or 'cohort' (every design of one regeneration)."""
+    designer_only_steps: bool = False
+    """Let designer samples alone take an optimizer step on the shared adapter when no agent sample is informative (off: that update is skipped, so the agent's weights move only on an agent signal)."""
+    drift_probe: int = 8
+    """Agent prompts (first observations of held-out environments) on which each iteration measures the KL from the starting policy, the adapter switched off (0: not measured)."""
     regret_estimator: str = "debiased"
     """How the 'regret' reward reads K paired seeds: 'debiased' (max(0, regret) minus what the same paired differences score with random signs, i.e. under a useless hint) or 'clipped' (the paper's max(0, regret))."""
     invalid_reward: float = -1.0
@@ -205,6 +233,14 @@ class Config:
         if self.save_every < 0 or self.keep_checkpoints < 0:
             raise ConfigError("--save-every and --keep-checkpoints count iterations and checkpoints; "
                               "give 0 or more (0 means every iteration with LoRA, and keep every one).")
+        if not 0.0 <= self.pool_low <= self.pool_high <= 1.0:
+            raise ConfigError(f"--pool-low {self.pool_low} and --pool-high {self.pool_high} are solve "
+                              "rates with low <= high in [0, 1]; give e.g. --pool-low 0.1 --pool-high 0.9.")
+        if min(self.design_every, self.pool_window, self.pool_max) < 1 or min(
+                self.pool_max_age, self.pool_min, self.valid_designs, self.design_attempts,
+                self.episodes_per_iteration) < 0 or self.design_seconds < 0:
+            raise ConfigError("--design-every, --pool-window and --pool-max count iterations and "
+                              "environments (1 or more); the other pool and design caps take 0 or more.")
         if self.full_finetune and self.separate_adapters:
             raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
                               "fine-tuning has none of; drop one of the two flags.")
@@ -222,11 +258,19 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "designer_reward": DESIGNER_REWARD_KINDS,
     "regret_estimator": REGRET_ESTIMATORS,
     "invalid_reward_mode": ("graded", "constant"),
+    "designer_baseline": ("skill", "cohort"),
     "agent_template": ("reasoning", "answer"),
     "return_mode": ("last", "sum"),
     "report_to": ("none", "tensorboard", "wandb"),
     "examples": tuple(TIERS),
 }
+
+# Every preset keeps its environments at the agent's edge (README, "The active pool"): designs
+# are admitted to a pool when the agent's no-hint plays were informative and replayed for 4
+# iterations (the reference keeps each game 4 steps), the designer runs every 4 iterations or
+# when the pool is short, and its reward pays regret only inside the band, against the mean of
+# its whole cohort.
+ACTIVE_POOL = dict(pool_max_age=4, design_every=4, designer_reward="gated_blend", designer_baseline="cohort")
 
 # Presets only list what differs from the defaults above.
 PRESETS: dict[str, dict] = {
@@ -245,7 +289,7 @@ PRESETS: dict[str, dict] = {
         lora_r=16, lora_alpha=32, lr=5e-4, hint_source="env", micro_batch=4,
         examples="starter", eval_seeds=16,
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
-        warm_start_designs=2, warm_start_turns=8,
+        warm_start_designs=2, warm_start_turns=8, **ACTIVE_POOL,
     ),
     # A CPU run that learns, on the built-in model that measures best for it (README, "Choosing
     # a model"): Qwen2.5-Coder-1.5B-Instruct writes valid environments and plays the starter tier
@@ -260,6 +304,7 @@ PRESETS: dict[str, dict] = {
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=1024, corpus_max_words=60,
         lora_r=16, lora_alpha=32, lr=2e-4, hint_source="env", micro_batch=4,
         examples="starter", eval_seeds=40, agent_template="answer", memory_references=1,
+        **ACTIVE_POOL, valid_designs=4, design_attempts=16, design_seconds=600,
     ),
     # The paper's smallest model, in 4-bit with LoRA, on one GPU of 24 GB or more (the memory
     # plan chunks every phase to the device: README, "On a GPU"); the paper's agent prompt
@@ -269,6 +314,7 @@ PRESETS: dict[str, dict] = {
         designs_per_iteration=24, plays_per_design=8, design_max_new_tokens=4096,
         hint_max_new_tokens=256, turn_max_new_tokens=1024, max_context_tokens=16384,
         corpus_max_words=2000, gradient_checkpointing=True, lr=1e-5, micro_batch=64,
+        **ACTIVE_POOL, valid_designs=12, design_attempts=72,
     ),
 }
 

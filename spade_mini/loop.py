@@ -1,17 +1,23 @@
-"""One SPADE iteration, top to bottom: design -> validate -> hint -> play -> score -> update -> remember.
+"""One SPADE iteration, top to bottom: design -> validate -> hint -> play -> score -> pool -> update -> remember.
 
-    designs  = N environments written by the policy in ONE batched call, each validated in the sandbox
+    designs  = environments written by the policy in batched calls until K are valid (or a cap),
+               each validated in the sandbox under the run's turn cap and turn budget; the
+               designer runs every R iterations, or sooner when the active pool is short
     hints    = a privileged hint per episode (the policy's, or the environment's hint()); leaky ones dropped
-    episodes = K paired seeds per valid environment, in both arms (no-hint, hint), all in lockstep
+    episodes = K paired seeds per NEW valid environment, in both arms (no-hint, hint), in lockstep
     scores   = per environment: solve rates, regret = mean(hint) - mean(no-hint), designer reward
+    pool     = new designs whose no-hint plays were informative join the active pool (pool.py);
+               the pool is replayed no-hint on fresh seeds with the rest of the iteration's
+               no-hint episodes, and environments that left the band or aged retire
     update   = REINFORCE with a group-mean baseline on no-hint agent turns and designer completions
-    memory   = every design with its stats, for later designer prompts
+    memory   = every design attempt with its stats, for later designer prompts
 
 The hint arm and the hints themselves are never trained: they exist only to measure regret.
 `--fixed-pool` replaces the designer by the hand-written example environments (the paper's
-fixed-environment baseline). Everything the loop needs between iterations lives in `State`.
-Under torchrun each process runs this same function on its share of the N slots; the
-`distributed.*` calls gather what needs the whole batch (one process: they return their input).
+fixed-environment baseline): the same number of no-hint episodes, and no hint arm. Everything
+the loop needs between iterations lives in `State`. Under torchrun each process runs this same
+function on its share of the N slots; the `distributed.*` calls gather what needs the whole
+batch (one process: they return their input). The active pool runs in one process.
 """
 from __future__ import annotations
 
@@ -20,8 +26,9 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from spade_mini.agent import Job, play_episodes, play_settings
+from spade_mini.agent import Job, play_episodes, play_settings, probe_chats, turn_budget
 from spade_mini.designer import design_environments, design_record, episode_hints, generate_hints, skill_schedule
+from spade_mini.pool import Pool
 from spade_mini.reinforce import Sample, role_token_counts, update
 from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages,
                                lowest_valid_reward, score_playables)
@@ -42,83 +49,141 @@ class State:
     potential: LearningPotential = field(default_factory=LearningPotential)
     pool: list = field(default_factory=list)  # HandEnv records for --fixed-pool
     iteration: int = 0
+    active_pool: Pool | None = None  # the active pool (pool.py); None: each environment plays once
+    probe: list | None = None        # the drift probe (policy/drift.py), made at the first iteration
+    probe_sources: list = field(default_factory=list)  # held-out environments the probe starts from
 
 
 @dataclass
 class Playable:
-    """An environment the agent plays this iteration: a valid design or a pool environment."""
+    """An environment the agent plays this iteration: a new design, a pool or fixed-pool one."""
     id: str
     skill: str
     setting: str
     source: str
-    design: object | None = None   # the Design, when the designer wrote it
+    design: object | None = None   # the Design, when the designer wrote it this iteration
+    plays: int = 0                 # its no-hint episodes this iteration
+
+
+def spread(total: int, count: int) -> list[int]:
+    """`total` plays over `count` environments, sizes differing by at most one."""
+    base, extra = divmod(total, count) if count else (0, 0)
+    return [base + (i < extra) for i in range(count)]
+
+
+def informative(episodes: list) -> int:
+    """No-hint episodes in groups (one environment's plays) whose returns differ: the ones
+    REINFORCE with a group baseline learns from."""
+    groups: dict[str, list[float]] = {}
+    for e in episodes:
+        groups.setdefault(e.job.design_id, []).append(e.ret)
+    return sum(len(rets) for rets in groups.values() if len(set(rets)) > 1)
 
 
 def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, list, dict]:
     """Run one iteration; return (metrics row, designs, playables, episodes, scores by env id).
     `progress(phase, **stats)` is called as each phase starts. Data parallel, the designs,
     playables, episodes and scores are this rank's share; the row is the whole batch's."""
-    policy, it, times = state.policy, state.iteration, {}
-    tokens_before, t_start = policy.tokens_generated, time.time()
+    policy, it, times, pool = state.policy, state.iteration, {}, state.active_pool
     limits = SandboxLimits(call_timeout_s=cfg.step_timeout_s)
+    if state.probe is None:  # the drift probe: the starting policy's replies, made once (not counted)
+        from spade_mini.policy.drift import make_probe
+        chats = probe_chats(state.probe_sources, cfg.drift_probe, cfg.agent_template, limits)
+        state.probe = make_probe(policy, chats, cfg.turn_max_new_tokens)
+    tokens_before, t_start = policy.tokens_generated, time.time()
     say = progress or (lambda phase, **stats: None)
+    budget = cfg.episodes_per_iteration or cfg.designs_per_iteration * cfg.plays_per_design
 
-    # 1. design and validate (or take the fixed pool)
+    # 1. design and validate (or take the fixed pool); the active pool says when the designer runs
     t = time.time()
     say("design")
     slots = distributed.share(cfg.designs_per_iteration)  # this rank's slots (all, in one process)
-    if cfg.fixed_pool:
-        designs = []
+    designs, fresh, readmitted = [], [], []
+    if cfg.fixed_pool:  # the same no-hint episodes as the designer's arm, and no hint arm
+        plays = spread(budget, cfg.designs_per_iteration)
         picked = [(i, state.pool[(it * cfg.designs_per_iteration + i) % len(state.pool)]) for i in slots]
-        playables = [Playable(f"it{it:04d}-{i:02d}-{e.name}", e.skill, e.setting, e.source)
-                     for i, e in picked]
+        fixed = [Playable(f"it{it:04d}-{i:02d}-{e.name}", e.skill, e.setting, e.source, plays=plays[i])
+                 for i, e in picked]
     else:
-        skills = skill_schedule(state.skills, it, cfg.designs_per_iteration, group=DESIGNS_PER_SKILL)
-        designs = design_environments(policy, skills[slots.start:slots.stop], state.corpus,
-                                      state.memory, state.rng,
-                                      max_new_tokens=cfg.design_max_new_tokens,
-                                      temperature=cfg.temperature, iteration=it, limits=limits,
-                                      retries=cfg.design_retries, references=cfg.memory_references,
-                                      first_slot=slots.start, require_solution=cfg.require_solution)
-        playables = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d)
-                     for d in designs if d.valid]
+        fixed = []
+        if pool is not None and pool.short():  # the run's own in-band designs come back first
+            readmitted = pool.refill(state.memory, it)
+        if pool is None or pool.due(it, cfg.design_every):
+            share = lambda n: -(-n // distributed.world_size())  # noqa: E731  (this rank's part, rounded up)
+            skills = skill_schedule(state.skills, it, cfg.designs_per_iteration, group=DESIGNS_PER_SKILL)
+            designs = design_environments(
+                policy, skills[slots.start:slots.stop], state.corpus, state.memory, state.rng,
+                max_new_tokens=cfg.design_max_new_tokens, temperature=cfg.temperature, iteration=it,
+                limits=limits, retries=cfg.design_retries, references=cfg.memory_references,
+                first_slot=slots.start, require_solution=cfg.require_solution,
+                until_valid=share(cfg.valid_designs), max_attempts=share(cfg.design_attempts),
+                max_seconds=cfg.design_seconds, max_turns=cfg.max_turns,
+                turn_tokens=cfg.turn_max_new_tokens, action_fits=turn_budget(policy, cfg.turn_max_new_tokens))
+        fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, cfg.plays_per_design)
+                 for d in designs if d.valid]
     times["design"] = time.time() - t
-    valid_fraction = len(playables) / len(designs) if designs else 1.0
-    say("hint", valid=valid_fraction)
+    valid_fraction = sum(d.valid for d in designs) / len(designs) if designs else None
+    say("hint", valid=valid_fraction or 0.0)
 
-    # 2. hints: the policy writes one per environment, or each episode's own hint() is read; all
-    #    are read and checked against their episode's solution() outside the children that play
+    # 2. hints of the new designs: the policy writes one per environment, or each episode's own
+    #    hint() is read; all are checked against their episode's solution() outside the players
     t = time.time()
-    written = (generate_hints(policy, [p.source for p in playables], [p.setting for p in playables],
+    written = (generate_hints(policy, [p.source for p in fresh], [p.setting for p in fresh],
                               cfg.hint_max_new_tokens, temperature=cfg.hint_temperature)
-               if cfg.hint_source == "policy" else [None] * len(playables))
-    seeds = [[state.rng.randrange(2**31) for _ in range(cfg.plays_per_design)] for _ in playables]
-    hints = episode_hints([p.source for p in playables], seeds, written, limits=limits)
+               if cfg.hint_source == "policy" else [None] * len(fresh))
+    seeds = [[state.rng.randrange(2**31) for _ in range(p.plays)] for p in fresh]
+    hints = episode_hints([p.source for p in fresh], seeds, written, limits=limits, max_turns=cfg.max_turns)
     times["hint"] = time.time() - t
 
-    # 3. play K paired seeds per environment in both arms, all episodes in one lockstep batch;
-    #    a seed without a hint (none written, or a leaky one) plays only the no-hint arm
+    # 3. play K paired seeds per new design in both arms (and the fixed pool's no-hint plays), all
+    #    in one lockstep batch; a seed without a hint (none written, or a leaky one) plays no hint arm
     t = time.time()
-    say("play", valid=valid_fraction)
-    jobs = []
-    for p, env_seeds, env_hints in zip(playables, seeds, hints):
+    say("play", valid=valid_fraction or 0.0)
+    jobs = [Job(p.source, state.rng.randrange(2**31), "no_hint", None, p.id) for p in fixed for _ in range(p.plays)]
+    for p, env_seeds, env_hints in zip(fresh, seeds, hints):
         for seed, hint in zip(env_seeds, env_hints.hints):
             jobs.append(Job(p.source, seed, "no_hint", None, p.id))
             if hint is not None:
                 jobs.append(Job(p.source, seed, "hint", hint, p.id))
     episodes = play_episodes(policy, jobs, **play_settings(cfg))
-    times["play"] = time.time() - t
 
-    # 4. score: regret per environment over paired seeds, then the designer reward
+    # 4. score: regret per new environment over paired seeds, then the designer reward
+    playables = fresh + fixed
     scores, trained = score_playables(playables, episodes, cfg, state.potential)
-    for p, env_hints in zip(playables, hints):  # say why a design played no hint arm
+    for p, env_hints in zip(fresh, hints):  # say why a design played no hint arm
         if env_hints.leak or env_hints.failure:
             scores[p.id] = dataclasses.replace(scores[p.id], note=env_hints.leak or env_hints.failure)
+
+    # 5. the active pool: admit the new designs whose no-hint plays were informative, replay the
+    #    pool no-hint on fresh seeds with the rest of the iteration's episodes, retire what is done
+    admitted, retired, replays = [], [], []
+    if pool is not None:
+        for p in fresh:
+            returns = [e.ret for e in trained if e.job.design_id == p.id]
+            if not scores[p.id].failure and pool.admit(p.id, p.skill, p.setting, p.source, returns, it):
+                admitted.append(p.id)
+        rest = max(0, budget - sum(p.plays for p in fresh))  # the no-hint episodes left to play
+        replays = [Playable(e.id, e.skill, e.setting, e.source, plays=n)
+                   for e, n in pool.split(rest, cfg.plays_per_design)]
+        again = play_episodes(policy, [Job(p.source, state.rng.randrange(2**31), "no_hint", None, p.id)
+                                       for p in replays for _ in range(p.plays)], **play_settings(cfg))
+        replay_scores, replay_trained = score_playables(replays, again, cfg, state.potential)
+        for p in replays:
+            pool.record(p.id, [e.ret for e in replay_trained if e.job.design_id == p.id])
+        for p in replays:  # an environment that crashed in play leaves the pool at once
+            if replay_scores[p.id].failure:
+                pool.envs = [e for e in pool.envs if e.id != p.id]
+                pool.retired[p.id] = replay_scores[p.id].failure
+                retired.append((p.id, "crashed"))
+        retired += [(e.id, why) for e, why in pool.retire(it)]
+        episodes, trained, playables = episodes + again, trained + replay_trained, playables + replays
+    times["play"] = time.time() - t
     #    then each skill's learning-potential averages move once, on every rank's returns
     skill_of = {p.id: p.skill for p in playables}
     state.potential.update_many(distributed.gather_concat([(skill_of[e.job.design_id], e.ret) for e in trained])[0])
 
-    # 5. samples and advantages: agent turns of usable no-hint episodes, designer completions
+    # 6. samples and advantages: agent turns of usable no-hint episodes (one group per
+    #    environment), designer completions (one group per skill, or the whole cohort)
     agent_adv = group_advantages([e.ret for e in trained], [e.job.design_id for e in trained],
                                  normalize_std=cfg.normalize_std)
     samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling)
@@ -134,40 +199,44 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         d.reward = r
     kept = [(d, r) for d, r in zip(designs, design_rewards) if r is not None]
     if not cfg.no_designer_training:  # a skill's designs may lie on several ranks: gather them
-        batch, mine = distributed.gather_concat([(d.skill.key, r) for d, r in kept])
+        group = (lambda d: "cohort") if cfg.designer_baseline == "cohort" else (lambda d: d.skill.key)
+        batch, mine = distributed.gather_concat([(group(d), r) for d, r in kept])
         design_adv = group_advantages([r for _, r in batch], [k for k, _ in batch],
                                       normalize_std=cfg.normalize_std)[mine]
         samples += [Sample(d.completion.prompt_ids, d.completion.completion_ids, adv, "designer",
                            d.completion.sampling)
                     for (d, _), adv in zip(kept, design_adv)]
 
-    # 6. one update for both roles (one LoRA adapter, or every weight)
+    # 7. one update for both roles (one LoRA adapter, or every weight)
     t = time.time()
     say("update")
     stats = update(policy, samples, state.optimizer, designer_weight=cfg.designer_weight,
                    micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm,
                    token_counts=distributed.sum_over_ranks(role_token_counts(samples)),
-                   sync_gradients=distributed.all_reduce_gradients)
+                   sync_gradients=distributed.all_reduce_gradients,
+                   designer_only_step=cfg.designer_only_steps)
     times["update"] = time.time() - t
 
-    # 7. remember every design with its stats (every rank remembers every rank's designs)
+    # 8. remember every design attempt with its stats (every rank remembers every rank's designs)
     if state.memory is not None:
         records = [design_record(d, s and s.no_hint_solve_rate, s and s.hint_solve_rate, s and s.regret)
                    for d, s in ((d, scores.get(d.id)) for d in designs)]
         state.memory.add(distributed.gather_concat(records)[0])
     state.iteration += 1
 
-    # 8. the metrics row of the whole batch: every rank's share, gathered in slot order
+    # 9. the metrics row of the whole batch: every rank's share, gathered in slot order
+    from spade_mini.policy.drift import drift_kl
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     b = distributed.gather_by_key({
-        "valid": [d.valid for d in designs], "environments": [p.id for p in playables],
+        "valid": [d.valid for d in designs], "environments": sorted({p.id for p in playables}),
         "crashed": [e.crashed is not None for e in episodes],
         "eos": [float(t.finished) for e in episodes for t in e.turns],
         "no_hint": [e.ret for e in trained],
         "hint": [e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None],
-        "regret": [s.regret for s in scores.values()],  # None: not measured
+        "regret": [scores[p.id].regret for p in fresh],  # None: not measured
         "leaky": [h.leak is not None for h in hints],
         "designer_reward": [r for r in design_rewards if r is not None],
+        "informative": [informative(trained)],
         "losses": [(stats.agent_loss, stats.designer_loss)],  # each rank's part of the whole loss
         "tokens": [policy.tokens_generated - tokens_before],
         "times": [{**times, "total": time.time() - t_start}], "peak_memory_mb": [peak_memory_mb()],
@@ -178,8 +247,10 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     gen_s = max(t["design"] + t["hint"] + t["play"] for t in b["times"])
     row = {
         "iteration": it, "designs": len(b["valid"]), "environments": len(b["environments"]),
-        "valid_fraction": mean(b["valid"]) if b["valid"] else 1.0,
+        "valid_fraction": mean(b["valid"]) if b["valid"] else (1.0 if cfg.fixed_pool else None),
+        "valid_designs": sum(b["valid"]),
         "episodes": len(b["crashed"]), "eos_fraction": mean(b["eos"]),
+        "no_hint_episodes": len(b["no_hint"]), "informative_episodes": sum(b["informative"]),
         "no_hint_return": mean(b["no_hint"]), "hint_return": mean(b["hint"]),
         "regret": mean([r for r in b["regret"] if r is not None]),
         "crashed_episodes": sum(b["crashed"]),
@@ -187,13 +258,27 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "leaky_hints": sum(b["leaky"]),
         "designer_reward": mean(b["designer_reward"]),
         "agent_loss": sum(a for a, _ in b["losses"]), "designer_loss": sum(d for _, d in b["losses"]),
-        "grad_norm": stats.grad_norm, "trained_tokens": stats.tokens, "update_skipped": stats.skipped,
+        "grad_norm": stats.grad_norm, "agent_grad_norm": stats.agent_grad_norm,
+        "designer_grad_norm": stats.designer_grad_norm,
+        "trained_tokens": stats.tokens, "update_skipped": stats.skipped,
+        "drift_kl": drift_kl(policy, state.probe),
+        **pool_counts(pool, admitted, retired, readmitted, replays),
         "tokens_generated": tokens, "tokens_per_s": tokens / gen_s if gen_s > 0 else None,
         **{f"time_{k}_s": v for k, v in slowest.items()}, "peak_memory_mb": max(b["peak_memory_mb"]),
         "oom_retries": sum(b["oom_retries"]),
         **memory_counts(state.memory),
     }
     return row, designs, playables, episodes, scores
+
+
+def pool_counts(pool: Pool | None, admitted: list, retired: list, readmitted: list, replays: list) -> dict:
+    """What the active pool did in an iteration, and what it holds after it."""
+    if pool is None:
+        return {}
+    return {"pool_size": len(pool.envs), "pool_in_band": pool.in_band(), "pool_admitted": len(admitted),
+            "pool_readmitted": len(readmitted), "pool_retired": len(retired),
+            "pool_retired_why": sorted(why for _, why in retired),
+            "pool_replayed": len(replays), "replay_episodes": sum(p.plays for p in replays)}
 
 
 def memory_counts(memory) -> dict:

@@ -13,9 +13,15 @@ that role's completion tokens:
     loss_role = -(sum over the role's completion tokens of advantage * logprob) / N_role
     loss      = loss_agent + designer_weight * loss_designer
 
-Averaging per role keeps one long designer completion (hundreds of tokens of code) from drowning
-many short agent turns, or the reverse. Prompt tokens never enter: the log-probs passed in are for
-completion tokens only.
+N_role counts the role's INFORMATIVE tokens: those of samples whose advantage is not 0. Averaging
+per role keeps one long designer completion (hundreds of tokens of code) from drowning many short
+agent turns, or the reverse; counting only informative tokens keeps a batch of uninformative
+plays (a group all won or all lost) from shrinking the informative ones' step. Prompt tokens
+never enter: the log-probs passed in are for completion tokens only.
+
+The agent's step is the agent's: with one shared adapter, an update whose only informative
+samples are the designer's is skipped (unless `designer_only_step`), since Adam would move the
+agent's weights by a full step on a signal that says nothing about its play.
 
 Deliberately omitted, as in nanochat's chat_rl.py: we are on-policy and take exactly one update per
 batch of fresh samples, so the sampling policy IS the current policy: no importance ratio, no
@@ -57,22 +63,31 @@ class Sample:
 
 @dataclass
 class UpdateStats:
-    """What one update did. tokens == 0 means no step was taken; `skipped` says why."""
+    """What one update did. tokens == 0 means no step was taken; `skipped` says why. The
+    per-role gradient norms are measured before clipping (None: the role had no live sample)."""
     agent_loss: float
     designer_loss: float
     grad_norm: float
     tokens: int
     skipped: str | None = None
+    agent_grad_norm: float | None = None
+    designer_grad_norm: float | None = None
 
 
 def role_token_counts(samples: Sequence[Sample]) -> tuple[int, int]:
-    """(agent tokens, designer tokens): the per-role denominators of the loss."""
+    """(agent tokens, designer tokens) of the samples whose advantage is not 0: the per-role
+    denominators of the loss."""
     counts = {role: 0 for role in ROLES}
     for s in samples:
         if s.role not in counts:
             raise ValueError(f"sample role {s.role!r} is not one of {ROLES}")
-        counts[s.role] += len(s.completion_ids)
+        if s.advantage != 0.0:
+            counts[s.role] += len(s.completion_ids)
     return counts["agent"], counts["designer"]
+
+
+DESIGNER_ONLY = ("no agent sample is informative: the designer's samples alone do not step the "
+                 "shared adapter (--designer-only-steps)")
 
 
 def reinforce_loss(logprobs: Sequence[torch.Tensor], samples: Sequence[Sample], *,
@@ -126,7 +141,8 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
            max_grad_norm: float = DEFAULTS.max_grad_norm,
            pad_id: int | None = None, logprob_fn: LogprobFn | None = None,
            token_counts: tuple[int, int] | None = None,
-           sync_gradients: Callable[[list[torch.nn.Parameter]], None] | None = None) -> UpdateStats:
+           sync_gradients: Callable[[list[torch.nn.Parameter]], None] | None = None,
+           designer_only_step: bool = DEFAULTS.designer_only_steps) -> UpdateStats:
     """One REINFORCE step on `samples`: accumulate gradients over micro-batches, clip, step.
 
     Each micro-batch's loss uses the WHOLE batch's per-role token counts as denominators, so the
@@ -143,7 +159,9 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     counts over every rank, and `sync_gradients(params)` sums the accumulated gradients over
     ranks before clipping, so every rank steps on the gradient of the whole batch. Every rank
     must then reach it, even with no live sample of its own; the update is skipped only when no
-    rank had one (no gradient anywhere).
+    rank had one (no gradient anywhere). With one shared set of weights and no informative agent
+    token on any rank (`token_counts`), designer samples alone take no step unless
+    `designer_only_step`; with separate adapters they step the designer's adapter only.
     """
     if micro_batch < 1:
         raise ValueError("micro_batch must be >= 1")
@@ -158,7 +176,9 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     counts = role_token_counts(samples) if token_counts is None else tuple(token_counts)
     tokens = sum(counts)
     if tokens == 0:
-        return UpdateStats(0.0, 0.0, 0.0, 0, skipped="no samples with completion tokens")
+        return UpdateStats(0.0, 0.0, 0.0, 0, skipped="all advantages are zero (or no completion tokens): nothing to learn")
+    if counts[0] == 0 and not designer_only_step and getattr(policy, "adapters", None) is None:
+        return UpdateStats(0.0, 0.0, 0.0, 0, skipped=DESIGNER_ONLY)
     # A zero advantage contributes zero gradient, so those samples need no forward pass; their
     # tokens still count in the denominators above, as the loss definition says.
     live = [s for s in samples if s.advantage != 0.0 and s.completion_ids]
@@ -176,8 +196,8 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
             batches = micro_batches(live, micro_batch, plan)
             optimizer.zero_grad(set_to_none=True)
             try:
-                agent_loss, designer_loss = accumulate(policy, model, batches, logprob_fn, pad_id, counts,
-                                                       designer_weight)
+                agent_loss, designer_loss, role_norms = accumulate(policy, model, batches, logprob_fn, pad_id,
+                                                                   counts, designer_weight)
                 break
             except RuntimeError as e:
                 if plan is None or not out_of_memory(e):
@@ -202,7 +222,8 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     grad_norm = torch.nn.utils.clip_grad_norm_(params, limit)  # ()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return UpdateStats(agent_loss, designer_loss, float(grad_norm), tokens)
+    return UpdateStats(agent_loss, designer_loss, float(grad_norm), tokens,
+                       agent_grad_norm=role_norms.get("agent"), designer_grad_norm=role_norms.get("designer"))
 
 
 def micro_batches(samples: Sequence[Sample], micro_batch: int, plan=None) -> list[tuple[str, list[Sample]]]:
@@ -222,22 +243,32 @@ def micro_batches(samples: Sequence[Sample], micro_batch: int, plan=None) -> lis
 
 
 def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, counts: tuple[int, int],
-               designer_weight: float) -> tuple[float, float]:
+               designer_weight: float) -> tuple[float, float, dict[str, float]]:
     """Backward each micro-batch's share of the whole batch's loss (gradients add up in .grad);
-    return (agent loss, designer loss)."""
+    return (agent loss, designer loss, each role's gradient norm). Micro-batches come grouped by
+    role, so a role's gradient is measured as the difference its micro-batches made."""
     compute = getattr(policy, "compute", contextlib.nullcontext)  # autocast over fp32 masters
-    agent_loss = designer_loss = 0.0
-    for role, chunk in batches:
-        with acting_as(policy, role):
-            with compute():
-                logprobs = logprob_fn(model, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk],
-                                      pad_id, [s.sampling for s in chunk])  # B x (L,)
-            total, agent, designer = reinforce_loss(logprobs, chunk, designer_weight=designer_weight,
-                                                    token_counts=counts)  # () each
-            total.backward()
-        agent_loss += agent.item()
-        designer_loss += designer.item()
-    return agent_loss, designer_loss
+    params = list(model.parameters())  # frozen ones keep .grad None
+    losses, norms = {role: 0.0 for role in ROLES}, {}
+    for role in ROLES:
+        chunks = [chunk for r, chunk in batches if r == role]
+        if not chunks:
+            continue
+        before = [None if p.grad is None else p.grad.clone() for p in params]
+        for chunk in chunks:
+            with acting_as(policy, role):
+                with compute():
+                    logprobs = logprob_fn(model, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk],
+                                          pad_id, [s.sampling for s in chunk])  # B x (L,)
+                total, agent, designer = reinforce_loss(logprobs, chunk, designer_weight=designer_weight,
+                                                        token_counts=counts)  # () each
+                total.backward()
+            losses["agent"] += agent.item()
+            losses["designer"] += designer.item()
+        squares = [((p.grad.float() - (0 if b is None else b.float())) ** 2).sum()
+                   for p, b in zip(params, before) if p.grad is not None]
+        norms[role] = float(torch.stack(squares).sum().sqrt()) if squares else 0.0
+    return losses["agent"], losses["designer"], norms
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 0.0

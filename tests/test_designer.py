@@ -176,14 +176,16 @@ def test_valid_and_invalid_designs_flow_through_validation():
     assert design_record(prose).source == "" and not design_record(prose).valid
 
 
-def test_retries_regenerate_only_invalid_slots_and_cut_offs_are_reported():
+def test_retries_regenerate_only_invalid_slots_keep_every_attempt_and_report_cut_offs():
     other = VALID.replace("randint(10, 99)", "randint(100, 999)")  # the same again is a duplicate
     policy = ScriptedPolicy([VALID, PROSE, other])
     designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(1),
                                   max_new_tokens=64, temperature=0.6, iteration=0, retries=2)
     assert [len(chats) for chats, _, _ in policy.calls] == [2, 1]
-    assert [d.valid for d in designs] == [True, True] and [d.attempt for d in designs] == [1, 2]
-    assert [d.stage for d in designs] == ["valid", "valid"]
+    # every attempt is kept, the slot's invalid first try too (a designer sample and a memory record)
+    assert [d.valid for d in designs] == [True, False, True] and [d.attempt for d in designs] == [1, 1, 2]
+    assert [d.id for d in designs] == ["it0000-00", "it0000-01", "it0000-01-a2"]
+    assert [d.stage for d in designs] == ["valid", "no_code", "valid"]
     assert all(d.document_id is None for d in designs)
     assert "REFERENCE_DOCUMENT" not in designs[0].prompt[1]["content"]
 

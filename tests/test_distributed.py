@@ -164,7 +164,7 @@ BROKEN = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        
 REPLIES = [f"```python\n{LUCKY.replace('DIVISOR', '2')}```", BROKEN,
            f"```python\n{LUCKY.replace('DIVISOR', '3')}```"]
 CFG = Config(model="tiny", quantize="none", designs_per_iteration=3, plays_per_design=4, max_turns=1,
-             turn_max_new_tokens=4, hint_source="env", lr=1e-3, memory_references=0, micro_batch=2,
+             turn_max_new_tokens=10, hint_source="env", lr=1e-3, memory_references=0, micro_batch=2,
              require_solution=False)  # LuckyEnv: "3" always wins, which the solution stage refuses
 
 

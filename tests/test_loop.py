@@ -40,37 +40,47 @@ class ScriptedDesigner:
         return self.policy.generate(chats, max_new_tokens, temperature)
 
 
-def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
-    cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=2, max_turns=2,
-                 turn_max_new_tokens=8, hint_source="env", lr=1e-3)
+def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_policy, tmp_path):
+    """On the tiny model no agent sample is informative (every return is 0), so only the designer
+    has a signal: with one shared adapter that update is skipped and the weights stay; with
+    --designer-only-steps the same iteration steps on the designer's samples."""
+    from spade_mini.reinforce import DESIGNER_ONLY
     novel = GAME_EXAMPLE.replace("randint(20, 40)", "randint(15, 35)")  # a copy is a duplicate
     valid = f"```python\n{novel}\n```"
     invalid = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        return 42\n```"
-    policy = ScriptedDesigner(tiny_policy, [valid, invalid])
-    before = {n: p.detach().clone() for n, p in tiny_policy.model.named_parameters() if p.requires_grad}
-    state = State(policy, make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None, None,
-                  random.Random(0))
-    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    for designer_only in (False, True):
+        cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=2, max_turns=5,
+                     turn_max_new_tokens=8, hint_source="env", lr=1e-3, designer_only_steps=designer_only)
+        policy = ScriptedDesigner(tiny_policy, [valid, invalid])
+        before = {n: p.detach().clone() for n, p in tiny_policy.model.named_parameters() if p.requires_grad}
+        state = State(policy, make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None, None,
+                      random.Random(0))
+        row, designs, playables, episodes, scores = one_iteration(state, cfg)
 
-    assert [d.valid for d in designs] == [True, False]
-    assert designs[1].reasons  # the broken design says why
-    assert len(playables) == 1 and len(episodes) == 4  # K=2 paired seeds x 2 arms
-    seeds = {arm: [e.job.seed for e in episodes if e.job.arm == arm] for arm in ("no_hint", "hint")}
-    assert seeds["no_hint"] == seeds["hint"]  # paired seeds
-    assert row["valid_fraction"] == 0.5 and row["designs"] == 2
-    # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is graded
-    # at "reset": -1 + (4 + 1) / 11 under the default blend reward (README table)
-    assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 / 11)
-    assert designs[0].reward == scores[designs[0].id].reward
-    assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
-    for key in ("no_hint_return", "hint_return", "regret", "agent_loss", "designer_loss",
-                "tokens_generated", "tokens_per_s", "time_design_s", "time_play_s", "time_update_s",
-                "peak_memory_mb"):
-        assert row[key] is not None, key
-    assert row["trained_tokens"] > 0 and row["update_skipped"] is None
-    after = dict(tiny_policy.model.named_parameters())
-    assert any(not (before[n] == after[n]).all() for n in before)  # the update moved LoRA weights
-    assert state.iteration == 1
+        assert [d.valid for d in designs] == [True, False]
+        assert designs[1].reasons  # the broken design says why
+        assert len(playables) == 1 and len(episodes) == 4  # K=2 paired seeds x 2 arms
+        seeds = {arm: [e.job.seed for e in episodes if e.job.arm == arm] for arm in ("no_hint", "hint")}
+        assert seeds["no_hint"] == seeds["hint"]  # paired seeds
+        assert row["valid_fraction"] == 0.5 and row["designs"] == 2
+        # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is
+        # graded at "reset": -1 + (4 + 1) / 11 under the default blend reward (README table)
+        assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 / 11)
+        assert designs[0].reward == scores[designs[0].id].reward
+        assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
+        for key in ("no_hint_return", "hint_return", "regret", "tokens_generated", "tokens_per_s",
+                    "time_design_s", "time_play_s", "time_update_s", "peak_memory_mb"):
+            assert row[key] is not None, key
+        assert row["informative_episodes"] == 0 and row["agent_loss"] == 0.0
+        after = dict(tiny_policy.model.named_parameters())
+        moved = any(not (before[n] == after[n]).all() for n in before)
+        if designer_only:
+            assert row["trained_tokens"] > 0 and row["update_skipped"] is None and moved
+            assert row["designer_loss"] != 0.0 and row["designer_grad_norm"] > 0
+            assert row["agent_grad_norm"] is None  # the agent had no live sample
+        else:
+            assert row["update_skipped"] == DESIGNER_ONLY and row["trained_tokens"] == 0 and not moved
+        assert state.iteration == 1
 
 
 def train_command(tmp_path, name, *extra) -> list[str]:
@@ -207,7 +217,7 @@ def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
     from spade_mini.sandbox import validate_env
     assert validate_env(CRASHY).ok  # the probe actions are all boxed numbers or ignored
     cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=2,
-                 turn_max_new_tokens=4, hint_source="env", invalid_reward=-1.0)
+                 turn_max_new_tokens=10, hint_source="env", invalid_reward=-1.0)
     policy = ScriptedPlayer(tiny_policy, [f"```python\n{CRASHY}\n```"])
     state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
                   random.Random(0))
@@ -226,8 +236,8 @@ def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
 def test_a_design_without_hint_plays_no_hint_arm_and_earns_no_regret(tiny_policy):
     head, tail = GAME_EXAMPLE.split("    def hint(self):")
     source = head + tail[tail.index("    def solution(self):"):]  # the example without its hint()
-    cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=2,
-                 turn_max_new_tokens=4, hint_source="env")
+    cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=5,
+                 turn_max_new_tokens=10, hint_source="env")
     policy = ScriptedDesigner(tiny_policy, [f"```python\n{source}```"])
     state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
                   random.Random(0))
@@ -298,7 +308,8 @@ def test_a_run_saved_before_the_package_had_folders_resumes(tmp_path):
     assert "resumed" in out.stdout
     rows = [json.loads(line) for line in (tmp_path / "old" / "samples.jsonl").read_text().splitlines()]
     played = [[r["env"], r["seed"], r["arm"]] for r in rows if r["kind"] == "episode" and r["iteration"] == 1]
-    assert played == expected["iteration_1_episodes"]
+    # the fixed pool plays no hint arm now: its no-hint episodes are the same environments and seeds
+    assert played == [e for e in expected["iteration_1_episodes"] if e[2] == "no_hint"]
 
     # the checkpoint it writes now holds plain data, and reads back the same way
     state = torch.load(tmp_path / "old" / "checkpoint-1" / "state.pt", weights_only=False)
@@ -366,7 +377,7 @@ def test_a_hint_that_states_the_answer_earns_no_regret(tiny_policy, designer_rew
                            max_turns=2, max_new_tokens=4)
     assert won.ret == 1.0  # the hint alone wins: the regret the leak check refuses to pay
     cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=4, max_turns=2,
-                 turn_max_new_tokens=4, hint_source="env", designer_reward=designer_reward)
+                 turn_max_new_tokens=10, hint_source="env", designer_reward=designer_reward)
     rewards, rows = [], []
     for source in (LEAKY, LEAKY.replace('return "The number is %d." % self.secret', 'return ""')):
         policy = HintCopier(tiny_policy, [f"```python\n{source}\n```"])

@@ -62,7 +62,7 @@ def mixed_samples():
     return [
         Sample([1, 2, 3], [4, 5], 0.5, "agent"),
         Sample([1, 2], [6, 7, 8, 9], -1.0, "agent"),
-        Sample([3, 4, 5, 6, 7], [10], 0.0, "agent"),  # counts in N_agent, contributes no gradient
+        Sample([3, 4, 5, 6, 7], [10], 0.0, "agent"),  # uninformative: not in N_agent, no gradient
         Sample([9], [11, 12, 13], 2.0, "designer"),
         Sample([2, 2, 2], [14, 15], -0.7, "designer"),
         Sample([5, 6], [], 1.0, "agent"),  # a turn that produced no tokens
@@ -123,7 +123,7 @@ def test_loss_matches_golden(case):
 def test_gradient_is_minus_advantage_over_role_token_count():
     samples = mixed_samples()
     n_agent, n_designer = role_token_counts(samples)
-    assert (n_agent, n_designer) == (2 + 4 + 1 + 0 + 3, 3 + 2)
+    assert (n_agent, n_designer) == (2 + 4 + 0 + 0 + 3, 3 + 2)  # informative tokens only
     torch.manual_seed(0)
     logprobs = [(-torch.rand(len(s.completion_ids))).requires_grad_() for s in samples]  # (T,)
     weight = 0.25
@@ -185,7 +185,7 @@ def test_micro_batched_update_equals_full_batch_gradient():
         opt = CaptureOptimizer(model.parameters())
         stats = update(model, samples, opt, designer_weight=0.5, micro_batch=micro_batch,
                        max_grad_norm=0.0, pad_id=0, logprob_fn=LOGPROB_FN)  # 0: no clipping
-        assert stats.tokens == sum(len(s.completion_ids) for s in samples)
+        assert stats.tokens == sum(len(s.completion_ids) for s in samples if s.advantage != 0)  # informative
         assert stats.skipped is None
         for got, expected in zip(opt.grads, want):
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)

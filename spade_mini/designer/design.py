@@ -6,12 +6,14 @@ module generates all designs of an iteration in ONE batched `policy.generate` ca
 code and hands it to `sandbox.validate_env`; it never runs the code itself. Hints: hints.py.
 
 Invalid designs are kept with their reasons (they become training samples with a graded
-penalty); optional retries re-generate only the invalid slots.
+penalty); retries, or designing until K are valid, re-generate only the invalid slots, and
+every attempt is kept.
 """
 from __future__ import annotations
 
 import random
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -70,30 +72,47 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
                         rng: random.Random, *, max_new_tokens: int, temperature: float,
                         iteration: int, limits: SandboxLimits | None = None, retries: int = 0,
                         workers: int = 2, references: int = DEFAULTS.memory_references,
-                        first_slot: int = 0, require_solution: bool = DEFAULTS.require_solution) -> list[Design]:
-    """One design per entry of `skills`; invalid slots are re-generated up to `retries` times
-    with a fresh document, and the last attempt of each slot is returned. A design that copies
-    a known environment (novelty.py) is invalid with reason `duplicate`. Design ids number the
-    slots from `first_slot` (a data-parallel rank designs a block of the iteration's slots)."""
+                        first_slot: int = 0, require_solution: bool = DEFAULTS.require_solution,
+                        until_valid: int = 0, max_attempts: int = 0, max_seconds: float = 0.0,
+                        max_turns: int = MAX_TURNS, turn_tokens: int | None = None,
+                        action_fits=None) -> list[Design]:
+    """One design per entry of `skills`, then invalid slots re-generated with a fresh document:
+    up to `retries` times, or (with `until_valid` > 0) until that many designs are valid, at most
+    `max_attempts` designs in all (0: three per slot) and no new batch after `max_seconds` (0: no
+    limit). EVERY attempt is returned, in the order written (a slot's invalid tries too: each is
+    a designer sample and a memory record). A design that copies a known environment
+    (novelty.py) is invalid with reason `duplicate`. Validation plays `max_turns` turns at most
+    (the run's cap) and refuses a solution() action that `action_fits(action)` says no to (the
+    run's turn budget; it returns a reason or None). Design ids number the slots from
+    `first_slot` (a data-parallel rank designs a block of the iteration's slots); a slot's later
+    attempts add `-a<attempt>`."""
     from spade_mini.policy import acting_as
     known = known_fingerprints(_known_sources(memory))
-    designs: list[Design | None] = [None] * len(skills)
+    cap = max_attempts or 3 * len(skills)
+    started = time.monotonic()
+    designs: list[Design] = []
     pending = list(range(len(skills)))
-    for attempt in range(1, retries + 2):
+    attempt = 0
+    while pending:
+        attempt += 1
+        if until_valid > 0:
+            pending = pending[:cap - len(designs)]
         chats, doc_ids = [], []
         for slot in pending:
             doc = corpus.sample(rng) if corpus is not None else None
             block = memory.render(memory.select(skills[slot].key, rng, references)) if memory else ""
-            chats.append(designer_prompt(skills[slot], doc, block))
+            chats.append(designer_prompt(skills[slot], doc, block, turns=max_turns, turn_tokens=turn_tokens))
             doc_ids.append(doc.id if doc else None)
         with acting_as(policy, "designer"):
             completions = policy.generate(chats, max_new_tokens, temperature=temperature)
         sources = [extract_code(c.text) for c in completions]
         validations = _validate_all(sources, limits, workers, require_solution,
-                                    [random.Random(rng.randrange(2**63)) for _ in sources])
+                                    [random.Random(rng.randrange(2**63)) for _ in sources],
+                                    max_turns, action_fits)
+        written = []
         for i, slot in enumerate(pending):
             validation, completion = validations[i], completions[i]
-            design_id = f"it{iteration:04d}-{first_slot + slot:02d}"
+            design_id = f"it{iteration:04d}-{first_slot + slot:02d}" + (f"-a{attempt}" if attempt > 1 else "")
             reasons = [NO_CLASS] if validation is None else list(validation.reasons)
             stage = "no_code" if validation is None else validation.stage
             if stage == "valid":
@@ -106,12 +125,17 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
             valid = stage == "valid"
             if not valid and not completion.finished:
                 reasons.append(f"reply cut off at {max_new_tokens} new tokens")
-            designs[slot] = Design(
+            written.append(Design(
                 design_id, iteration, skills[slot], doc_ids[i], chats[i], completion, sources[i],
                 validation, valid, [] if valid else reasons, len(completion.prompt_ids), attempt,
-                stage)
-        pending = [slot for slot in pending if not designs[slot].valid]
-        if not pending:
+                stage))
+        designs += written
+        pending = [slot for slot, d in zip(pending, written) if not d.valid]
+        if until_valid <= 0:
+            if attempt > retries:
+                break
+        elif (sum(d.valid for d in designs) >= until_valid or len(designs) >= cap
+              or (max_seconds > 0 and time.monotonic() - started >= max_seconds)):
             break
     return designs
 
@@ -128,14 +152,17 @@ def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
 
 
 def _validate_all(sources: list[str | None], limits: SandboxLimits | None, workers: int,
-                  require_solution: bool, rngs: list[random.Random]) -> list[Validation | None]:
+                  require_solution: bool, rngs: list[random.Random], max_turns: int = MAX_TURNS,
+                  action_fits=None) -> list[Validation | None]:
     # Threads here only wait on sandbox child processes; the untrusted code runs in the child.
     # Each validation draws its seeds from a stream of its own, as play draws its seeds.
     from spade_mini.sandbox import validate_env
 
     def one(source, rng):
-        return None if source is None else validate_env(source, limits=limits, max_turns=MAX_TURNS,
-                                                           require_solution=require_solution, rng=rng)
+        # episodes must end within the contract's cap; the solution must win within the run's
+        return None if source is None else validate_env(source, limits=limits, play_turns=max_turns,
+                                                           require_solution=require_solution, rng=rng,
+                                                           action_fits=action_fits)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(one, sources, rngs))

@@ -50,13 +50,15 @@ class EpisodeHints:
 
 
 def episode_hints(sources: list[str], seeds: list[list[int]], written: list[str | None], *,
-                  limits: SandboxLimits | None = None, workers: int = 2) -> list[EpisodeHints]:
+                  limits: SandboxLimits | None = None, workers: int = 2,
+                  max_turns: int = MAX_TURNS) -> list[EpisodeHints]:
     """For each environment, its seeds' hints: `written[i]` (the policy's hint) when given, else
     each episode's own hint(); every hint checked against the solution of its own episode, the
-    other seeds' solutions telling a fixed word from an answer. Threads only wait on children."""
+    other seeds' solutions telling a fixed word from an answer (solutions of at most `max_turns`
+    actions, the run's turn cap). Threads only wait on children."""
     def one(source: str, env_seeds: list[int], hint: str | None) -> EpisodeHints:
         try:
-            solved = solve(source, env_seeds, max_actions=MAX_TURNS, limits=limits,
+            solved = solve(source, env_seeds, max_actions=max_turns, limits=limits,
                            deadline=time.monotonic() + HINT_BUDGET_S)
         except SandboxError as e:
             return EpisodeHints([None] * len(env_seeds), failure=f"hints not read: {type(e).__name__}: {e}")

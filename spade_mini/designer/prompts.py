@@ -109,15 +109,19 @@ RULES = """- Observations give the agent everything it needs, including the answ
 - Last method: solution(self) -> list[str], the agent's winning actions for this episode, in order."""
 
 
-def designer_prompt(skill: Skill, document: Document | None, memory_block: str) -> list[dict]:
-    """The designer chat (system + user) for one environment."""
+def designer_prompt(skill: Skill, document: Document | None, memory_block: str,
+                    turns: int = MAX_TURNS, turn_tokens: int | None = None) -> list[dict]:
+    """The designer chat (system + user) for one environment; `turns` is the run's turn cap and
+    `turn_tokens` the agent's token budget for one reply (the contract told is the one played)."""
     parts = []
     if document is not None:
         parts.append(f"<REFERENCE_DOCUMENT>\n{document.text}\n</REFERENCE_DOCUMENT>\n"
                      "Base the environment's theme and facts on this document; never mention it.")
     setting = "game" if skill.setting == "games" else "tool-use"
     parts.append(f"Write a {setting} environment that trains {skill.name}: {skill.description}. "
-                 + CONTRACT[skill.setting] + "\n" + RULES.format(turns=MAX_TURNS))
+                 + CONTRACT[skill.setting] + "\n" + RULES.format(turns=turns)
+                 + (f"\n- The agent writes at most {turn_tokens} tokens a turn: keep every winning "
+                    "action that short." if turn_tokens else ""))
     if memory_block:
         parts.append(memory_block)
     if "<REFERENCE_ENVIRONMENTS>" not in memory_block:  # references are whole environments

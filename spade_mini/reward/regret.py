@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-DESIGNER_REWARD_KINDS = ("regret", "blend", "solve_rate", "learning_potential")
+DESIGNER_REWARD_KINDS = ("regret", "blend", "gated_blend", "solve_rate", "learning_potential")
 REGRET_ESTIMATORS = ("debiased", "clipped")
 # The paper's blend: regret saturates at 0.15 (a 15-point gain from the hint is "enough").
 REGRET_SATURATION = 0.15
@@ -189,16 +189,23 @@ def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: floa
     blend:              0.6 * plateau(solve rate) + 0.4 * clip(regret / 0.15, 0, 1), the paper's
                         recipe (4B and 30B), with `regret_term` for regret when given: it peaks
                         where the agent's own signal peaks (solve rates near 0.5).
+    gated_blend:        the blend, with its regret term paid only where the agent's no-hint
+                        plays were informative (0 < solve rate < 1). Under `blend` a design the
+                        agent never solves alone earns up to 0.4 from regret, more than an
+                        in-band design whose hint does not help (0.6 * plateau(0.25) = 0.24),
+                        so the designer is paid to leave the band; gated, such a design earns 0.
     solve_rate:         plateau(solve rate), the ablation without the hint signal.
     learning_potential: the given `potential` (see LearningPotential), the other ablation.
-    regret None (no hint, so nothing measured) contributes 0 to `regret` and `blend`.
+    regret None (no hint, so nothing measured) contributes 0 to `regret` and both blends.
     """
     if kind == "regret":
         if regret is None:
             return 0.0
         return max(0.0, regret) if regret_term is None else regret_term
-    if kind == "blend":
+    if kind in ("blend", "gated_blend"):
         term = regret if regret_term is None else regret_term
+        if kind == "gated_blend" and not 0.0 < no_hint_solve_rate < 1.0:
+            term = None  # never or always solved alone: nothing for the agent to learn, no regret paid
         reg = 0.0 if term is None else _clip(term / REGRET_SATURATION, 0.0, 1.0)
         return BLEND_PLATEAU_WEIGHT * plateau(no_hint_solve_rate) + BLEND_REGRET_WEIGHT * reg
     if kind == "solve_rate":

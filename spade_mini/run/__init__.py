@@ -12,8 +12,8 @@ Other folders use the names below; the files above import each other directly.
 from spade_mini.run import distributed
 from spade_mini.run.durable import WriteError
 from spade_mini.run.reports import Reporter, sample_rows
-from spade_mini.run.rundir import (RunDir, checkpoint_damage, env_file_text, iteration_records,
+from spade_mini.run.rundir import (RunDir, checkpoint_damage, env_file_text, iteration_records, load_pool,
                                    random_streams, read_env_file, restore_streams)
 
-__all__ = ["RunDir", "checkpoint_damage", "env_file_text", "read_env_file", "iteration_records",
+__all__ = ["RunDir", "checkpoint_damage", "load_pool", "env_file_text", "read_env_file", "iteration_records",
            "random_streams", "restore_streams", "WriteError", "Reporter", "sample_rows", "distributed"]

@@ -36,6 +36,7 @@ from spade_mini.reward import LearningPotential
 from spade_mini.run.durable import MANIFEST, append_text, damage, publish, replace_text, writing
 
 STATE_FILE = "state.pt"
+POOL_FILE = "pool.json"  # the active pool (spade_mini/pool.py), plain JSON
 WARM_START_DIR = "warm_start"  # the warm-started policy's trainable weights, before iteration 0
 # what torch.save and safetensors raise instead of OSError when the disk refuses their write
 LIBRARY_WRITE_ERRORS = (RuntimeError, SafetensorError)
@@ -154,10 +155,11 @@ class RunDir:
         return folder
 
     def save_checkpoint(self, iteration: int, policy, optimizer, memory, potential: LearningPotential,
-                        streams: list[dict]) -> Path:
+                        streams: list[dict], pool=None) -> Path:
         """Write checkpoint-<iteration>: the trainable weights, and in state.pt plain data only
-        (the optimizer, the learning potential's averages, every rank's random streams). Raises
-        WriteError, and leaves the checkpoints already saved as they were, if the disk refuses."""
+        (the optimizer, the learning potential's averages, every rank's random streams), the
+        memory and the active pool (pool.json). Raises WriteError, and leaves the checkpoints
+        already saved as they were, if the disk refuses."""
         final = self.path / f"checkpoint-{iteration}"
         tmp = self.path / f".checkpoint-{iteration}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -169,6 +171,8 @@ class RunDir:
                 torch.save(state, tmp / STATE_FILE)
                 if memory is not None:
                     memory.save(tmp / "memory.jsonl")
+                if pool is not None:
+                    (tmp / POOL_FILE).write_text(json.dumps(pool.to_dict()), encoding="utf-8")
                 shutil.rmtree(final, ignore_errors=True)  # this iteration saved again after a resume
                 publish(tmp, final)
         finally:
@@ -210,6 +214,13 @@ class RunDir:
         if "extra" in state:  # written before the package had folders
             return state["iteration"], *_old_layout_state(state)
         return state["iteration"], LearningPotential(**state["potential"]), state["streams"]
+
+
+def load_pool(folder: Path):
+    """The active pool a checkpoint holds (None: it was saved without one)."""
+    from spade_mini.pool import Pool
+    path = folder / POOL_FILE
+    return Pool.from_dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
 
 
 def checkpoint_damage(folder: Path) -> str | None:

@@ -99,10 +99,12 @@ def launch_solver(source: str, limits: SandboxLimits | None, deadline: float | N
 
 
 def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_turns: int,
-                     seeds: Sequence[int]) -> list[str]:
+                     seeds: Sequence[int], action_fits=None) -> list[str]:
     """validate_env's `solution` stage: why the solution does not prove the environment a fair
     task (none: it does). `fresh` gives the children that play, in which solution() never runs;
-    `solver` comes from `launch_solver`, with the same source."""
+    `solver` comes from `launch_solver`, with the same source. A solution longer than
+    `max_turns` actions is refused (the run's turn cap), and so is one with an action that
+    `action_fits` refuses (it returns a reason, or None)."""
     if not has_solution:
         return [NO_SOLUTION]
     solver.ready()
@@ -116,7 +118,11 @@ def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_t
             return ([f"solution() raised on seed {seed}: {exc}"]
                     + [f"traceback (last lines): {tail}"] * bool(tail))
         except EnvProtocolError as exc:
-            return [f"solution() failed on seed {seed}: {exc}"]
+            return [f"solution() failed on seed {seed}: {exc} (at most {max_turns} actions, "
+                    "the run's turn cap)"]
+        too_long = next((why for why in map(action_fits or (lambda a: None), solutions[-1]) if why), None)
+        if too_long:
+            return [f"solution() on seed {seed}: {too_long}"]
     solver.close()
     lost = []
     for seed, actions in zip(seeds, solutions):

@@ -101,11 +101,16 @@ def end_reasons(trace: Trace, max_turns: int) -> list[str]:
 
 def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns: int = MAX_TURNS,
                  time_budget_s: float = 30.0, require_solution: bool = True,
-                 rng: random.Random | None = None) -> Validation:
+                 rng: random.Random | None = None, play_turns: int | None = None,
+                 action_fits=None) -> Validation:
     """Load, reset, probe and play episodes of `source` as play would, then (with
     `require_solution`) win with its solution() and lose with blind players; say why it fails,
     if it does. Seeds come from `rng` (default: a stream seeded by the source itself). Without
-    `require_solution` there is no `solution` stage, and solution() is never called."""
+    `require_solution` there is no `solution` stage, and solution() is never called.
+    Episodes must end within `max_turns` (the contract's cap); the solution must win within
+    `play_turns` (the run's cap, default max_turns), and `action_fits(action)`, run here in the
+    parent on each solution action (a bounded string), returns why an action cannot be played
+    in one turn of the run (its token budget), or None."""
     result = Validation(ok=False)
     failed = static_check(source)
     if failed is not None:
@@ -172,8 +177,8 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
         if require_solution and not result.reasons:
             mark("solution")
             seeds = [rng.randrange(SEED_BOUND) for _ in range(SOLUTION_EPISODES)]
-            fail(*solution_reasons(fresh, solver, env.has_solution, max_turns=max_turns,
-                                   seeds=seeds))
+            fail(*solution_reasons(fresh, solver, env.has_solution, max_turns=play_turns or max_turns,
+                                   seeds=seeds, action_fits=action_fits))
         mark("done")
     except SandboxError as exc:
         if isinstance(exc, EnvLoadError) and phase == "load":
