@@ -174,7 +174,7 @@ def check_identical(when: str):  # --check-weights-every: a debug check of data 
 # (SLURM's --signal) let the current iteration finish, save it and exit with 128 + the signal's
 # number, so a checkpoint is always the state between two iterations; a second signal aborts at
 # once, without saving. Under torchrun, Ctrl-C reaches torchrun too, which ends every process at
-# once, so only SIGTERM and SIGUSR1 are caught there (torchrun passes them on; README, Preemption).
+# once, so only SIGTERM and SIGUSR1 are caught there (torchrun passes them on; docs/preemption.md).
 stop: list[int] = []  # the signals this process received
 stop_signals = (signal.SIGTERM, signal.SIGUSR1) + ((signal.SIGINT,) if world == 1 else ())
 

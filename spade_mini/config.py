@@ -291,8 +291,8 @@ PRESETS: dict[str, dict] = {
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
         warm_start_designs=2, warm_start_turns=8, **ACTIVE_POOL,
     ),
-    # A CPU run that learns, on the built-in model that measures best for it (README, "Choosing
-    # a model"): Qwen2.5-Coder-1.5B-Instruct writes valid environments and plays the starter tier
+    # A CPU run that learns, on the built-in model that measures best for it
+    # (docs/choosing-a-model.md): Qwen2.5-Coder-1.5B-Instruct writes valid environments and plays the starter tier
     # at its edge without any warm start (so nothing it trains on leaks into what the curve
     # measures). Unquantized, dtype measured (bf16 where this CPU computes it faster); the
     # environments' own hints (writing one costs a generation call a design); a design budget
@@ -307,7 +307,7 @@ PRESETS: dict[str, dict] = {
         **ACTIVE_POOL, valid_designs=4, design_attempts=16, design_seconds=600,
     ),
     # The paper's smallest model, in 4-bit with LoRA, on one GPU of 24 GB or more (the memory
-    # plan chunks every phase to the device: README, "On a GPU"); the paper's agent prompt
+    # plan chunks every phase to the device: docs/gpu.md); the paper's agent prompt
     # ("reasoning"), no warm start (an instruct model of this size needs none).
     "gpu": dict(
         model="Qwen/Qwen3-4B-Instruct-2507", quantize="4bit", iterations=400,

