@@ -241,6 +241,9 @@ class Config:
                 self.episodes_per_iteration) < 0 or self.design_seconds < 0:
             raise ConfigError("--design-every, --pool-window and --pool-max count iterations and "
                               "environments (1 or more); the other pool and design caps take 0 or more.")
+        if self.valid_designs > self.designs_per_iteration:
+            raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than the "
+                              f"{self.designs_per_iteration} slots of --designs-per-iteration; give at most that many.")
         if self.full_finetune and self.separate_adapters:
             raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
                               "fine-tuning has none of; drop one of the two flags.")

@@ -1,0 +1,234 @@
+"""The active pool (spade_mini/pool.py) and what the loop does with it: admission, replay on fresh
+seeds without a hint arm, retirement, re-admission from the memory, designing until K are valid,
+equal no-hint episodes in both arms, and an exact --resume after a SIGKILL."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scripted import InvalidFirst, ScriptedRoles, parity_source
+
+from spade_mini.config import Config
+from spade_mini.designer import skills_for
+from spade_mini.designer.memory import EnvRecord, Memory
+from spade_mini.envs import STARTER
+from spade_mini.loop import State, one_iteration
+from spade_mini.pool import AGE_REASON, Pool, informative
+from spade_mini.reinforce import make_optimizer
+from spade_mini.reward import designer_reward
+
+ROOT = Path(__file__).resolve().parents[1]
+WON, LOST = 1.0, 0.0
+
+
+# --- the pool on its own ------------------------------------------------------------------------
+
+def test_admission_takes_only_informative_plays():
+    assert informative([WON, LOST, LOST, LOST]) and not informative([LOST] * 8)
+    assert not informative([WON] * 8) and not informative([])
+    assert not informative([WON] + [LOST] * 9, band=(0.2, 0.8))  # 0.1: below the band
+    pool = Pool(band=(0.1, 0.9), max_size=2)
+    assert pool.admit("a", "s", "games", "src", [WON, LOST], iteration=0)
+    assert not pool.admit("b", "s", "games", "src", [LOST, LOST], iteration=0)  # never solved
+    assert not pool.admit("c", "s", "games", "src", [WON, WON], iteration=0)  # always solved
+    assert not pool.admit("a", "s", "games", "src", [WON, LOST], iteration=0)  # already in
+    assert pool.admit("d", "s", "games", "src", [LOST, WON], iteration=0)
+    assert not pool.admit("e", "s", "games", "src", [LOST, WON], iteration=0)  # full
+    assert pool.ids() == {"a", "d"} and pool.in_band() == 2
+
+
+def test_retirement_when_learned_too_hard_or_old():
+    pool = Pool(band=(0.1, 0.9), max_age=3, window=4)
+    for name in ("learned", "hard", "steady"):
+        pool.admit(name, "s", "games", "src", [WON, LOST], iteration=0)
+    assert pool.retire(0) == []  # just admitted, in band, young
+    pool.record("learned", [WON] * 4)
+    pool.record("hard", [LOST] * 4)
+    pool.record("steady", [WON, LOST, WON, LOST])
+    assert [(e.id, why) for e, why in pool.retire(1)] == [("learned", "learned"), ("hard", "too hard")]
+    assert [(e.id, why) for e, why in pool.retire(2)] == [("steady", AGE_REASON)]  # 3 iterations: 0, 1, 2
+    assert pool.envs == [] and pool.retired == {"learned": "learned", "hard": "too hard", "steady": AGE_REASON}
+
+
+def test_the_design_schedule_runs_every_r_iterations_or_when_short():
+    pool = Pool(min_size=1)
+    assert pool.due(0, 4) and pool.short()
+    pool.admit("a", "s", "games", "src", [WON, LOST], iteration=0)
+    assert [pool.due(it, 4) for it in range(1, 9)] == [False, False, False, True, False, False, False, True]
+
+
+def test_split_shares_the_budget_in_groups_least_replayed_first():
+    pool = Pool()
+    for name in "abc":
+        pool.admit(name, "s", "games", "src", [WON, LOST], iteration=0)
+    pool.record("a", [WON])
+    assert [(e.id, n) for e, n in pool.split(16, group=8)] == [("b", 8), ("c", 8)]
+    assert [(e.id, n) for e, n in pool.split(25, group=8)] == [("b", 9), ("c", 8), ("a", 8)]
+    assert [(e.id, n) for e, n in pool.split(5, group=8)] == [("b", 5)]  # one group, however small
+    assert pool.split(0, group=8) == []
+
+
+def _record(env_id, rate, iteration=1, valid=True):
+    return EnvRecord(env_id, iteration, "games", "pattern_recognition", env_id, parity_source(7), valid,
+                     no_hint_solve_rate=rate)
+
+
+def test_refill_readmits_the_runs_own_in_band_designs_only():
+    memory = Memory()
+    memory.add([_record("seeded", 0.5, iteration=-1), _record("invalid", 0.5, valid=False),
+                _record("never", 0.0), _record("always", 1.0), _record("old", 0.5), _record("gone", 0.5),
+                _record("aged", 0.4), _record("fresh", 0.6)])
+    pool = Pool(min_size=3)
+    pool.retired = {"gone": "too hard", "aged": AGE_REASON}
+    back = pool.refill(memory, iteration=5)
+    # the most recent first; an age retirement may come back, a band retirement may not
+    assert [e.id for e in back] == ["fresh", "aged", "old"] and all(e.origin == "memory" for e in back)
+    assert not pool.short() and pool.refill(memory, iteration=6) == []
+    assert "aged" not in pool.retired
+
+
+def test_the_pool_round_trips_through_json():
+    pool = Pool(band=(0.2, 0.8), max_age=5, window=6, min_size=1, max_size=3)
+    pool.admit("a", "s", "games", "src", [WON, LOST], iteration=2)
+    pool.record("a", [LOST, WON, WON])
+    pool.retired["b"] = "learned"
+    again = Pool.from_dict(json.loads(json.dumps(pool.to_dict())))
+    assert again.to_dict() == pool.to_dict() and again.envs == pool.envs
+
+
+def test_the_gated_blend_pays_nothing_from_regret_at_rate_0_or_1():
+    for rate in (0.0, 1.0):
+        assert designer_reward("gated_blend", regret=1.0, no_hint_solve_rate=rate) == 0.0
+        assert designer_reward("blend", regret=1.0, no_hint_solve_rate=rate) == pytest.approx(0.4)
+    # inside the band it is the paper's blend
+    for rate, regret in ((0.25, 0.0), (0.5, 0.1), (0.75, 0.3)):
+        assert designer_reward("gated_blend", regret=regret, no_hint_solve_rate=rate) == pytest.approx(
+            designer_reward("blend", regret=regret, no_hint_solve_rate=rate))
+    # the drift it closes: under blend, never solved alone outearns in band with a useless hint
+    assert designer_reward("blend", regret=1.0, no_hint_solve_rate=0.0) > designer_reward(
+        "blend", regret=0.0, no_hint_solve_rate=0.25)
+    assert designer_reward("gated_blend", regret=1.0, no_hint_solve_rate=0.0) < designer_reward(
+        "gated_blend", regret=0.0, no_hint_solve_rate=0.25)
+
+
+# --- the loop with the pool: scripted designer and agent around the tiny model -----------------
+
+def _cfg(**kw):
+    base = dict(model="tiny", designs_per_iteration=2, plays_per_design=4, max_turns=1,
+                turn_max_new_tokens=8, hint_source="env", lr=1e-3, pool_max_age=3, design_every=2,
+                pool_min=1, designer_reward="gated_blend", designer_baseline="cohort", drift_probe=0)
+    return Config(**{**base, **kw})
+
+
+def _state(tiny_policy, cfg, pool=True, memory=None):
+    state = State(ScriptedRoles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"),
+                  None, memory, random.Random(0), pool=list(STARTER))
+    state.active_pool = Pool.from_config(cfg) if pool else None
+    return state
+
+
+def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tiny_policy):
+    import torch
+    torch.manual_seed(0)
+    cfg = _cfg(episodes_per_iteration=16)
+    state = _state(tiny_policy, cfg)
+    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    assert [d.valid for d in designs] == [True, True]
+    admitted = [d.id for d in designs if 0 < scores[d.id].no_hint_solve_rate < 1]
+    assert row["pool_admitted"] == len(admitted) > 0 and state.active_pool.ids() == set(admitted)
+    no_hint = [e for e in episodes if e.job.arm == "no_hint"]
+    assert len(no_hint) == 16 == row["no_hint_episodes"]  # 2 designs x 4 paired seeds, then 8 replays
+    first_seeds = {e.job.seed for e in no_hint}
+
+    row, designs, playables, episodes, scores = one_iteration(state, cfg)  # iteration 1: not due
+    assert designs == [] and row["designs"] == 0 and row["valid_fraction"] is None
+    assert {e.job.arm for e in episodes} == {"no_hint"} and len(episodes) == 16
+    assert {e.job.design_id for e in episodes} <= set(admitted)
+    assert not {e.job.seed for e in episodes} & first_seeds  # fresh seeds
+    assert row["replay_episodes"] == 16 and row["pool_replayed"] >= 1
+    assert row["informative_episodes"] <= row["no_hint_episodes"]
+
+
+def test_the_fixed_pool_plays_the_same_no_hint_episodes_and_no_hint_arm(tiny_policy):
+    cfg = _cfg(fixed_pool=True, episodes_per_iteration=10)
+    row, designs, playables, episodes, scores = one_iteration(_state(tiny_policy, cfg, pool=False), cfg)
+    assert designs == [] and {e.job.arm for e in episodes} == {"no_hint"}
+    assert len(episodes) == 10 and sorted(p.plays for p in playables) == [5, 5]
+
+
+def test_design_until_k_valid_stops_at_k_or_at_the_cap_and_keeps_every_attempt(tiny_policy, tmp_path):
+    from spade_mini.run import RunDir, iteration_records
+    cfg = _cfg(valid_designs=3, design_attempts=12, designs_per_iteration=4)
+    state = _state(tiny_policy, cfg, memory=Memory())
+    state.policy = InvalidFirst(tiny_policy, invalid=3)  # 3 invalid replies, then parity games
+    row, designs, *_, scores = one_iteration(state, cfg)
+    # a batch of 4 (1 valid), then the 3 invalid slots again (3 valid): K = 3 reached, no third batch
+    assert [d.valid for d in designs] == [False, False, False, True, True, True, True]
+    assert [d.attempt for d in designs] == [1, 1, 1, 1, 2, 2, 2]
+    assert row["designs"] == 7 and row["valid_designs"] == 4
+    run = RunDir(tmp_path, "r")
+    samples, envs = iteration_records(0, designs, [], scores)
+    assert len([s for s in samples if s["kind"] == "design"]) == len(designs) == len(envs)
+    assert len({i for i, _ in envs}) == len(envs)  # one file per attempt
+    assert [r.id for r in state.memory.records if r.iteration == 0] == [d.id for d in designs]
+    run.write_iteration(row, samples, envs)
+
+    capped = _cfg(valid_designs=2, design_attempts=5, designs_per_iteration=2)
+    state = _state(tiny_policy, capped)
+    state.policy = InvalidFirst(tiny_policy, invalid=100)
+    row, designs, *_ = one_iteration(state, capped)
+    assert len(designs) == 5 and row["valid_designs"] == 0  # the attempt cap
+    timed = _cfg(valid_designs=2, design_attempts=50, design_seconds=1e-9)
+    state = _state(tiny_policy, timed)
+    state.policy = InvalidFirst(tiny_policy, invalid=100)
+    row, designs, *_ = one_iteration(state, timed)
+    assert len(designs) == 2  # the first batch only: no new batch once the seconds are spent
+
+
+# --- a SIGKILL between iterations, then --resume: the same pool as the uninterrupted run -------
+
+def _scripted_command(tmp_path, name, *extra):
+    return [sys.executable, str(ROOT / "tests" / "scripted_train.py"), "--model", "tiny",
+            "--designs-per-iteration", "2", "--plays-per-design", "4", "--max-turns", "1",
+            "--turn-max-new-tokens", "8", "--run-dir", str(tmp_path), "--name", name, "--save-every", "1",
+            "--preset", "cpu-smoke", "--warm-start-steps", "0", "--design-every", "2", "--pool-min", "1",
+            "--pool-max-age", "3", "--drift-probe", "2", "--lr", "1e-3", *extra]
+
+
+def _pools(run: Path) -> dict:
+    return {p.name: json.loads((p / "pool.json").read_text()) for p in sorted(run.glob("checkpoint-*"))}
+
+
+def test_resume_after_a_sigkill_restores_the_same_pool_memory_and_episodes(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    whole = subprocess.run(_scripted_command(tmp_path, "whole", "--iterations", "4", "--keep-checkpoints", "0"),
+                           cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    pools = _pools(tmp_path / "whole")
+    assert any(p["envs"] for p in pools.values())  # the pool really held environments
+
+    killed = subprocess.Popen(_scripted_command(tmp_path, "split", "--iterations", "4", "--keep-checkpoints", "0"),
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 300
+    while not (tmp_path / "split" / "checkpoint-1").is_dir() and killed.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    killed.send_signal(signal.SIGKILL)  # between iterations 1 and 2 (or early in iteration 2)
+    killed.wait()
+    assert (tmp_path / "split" / "checkpoint-1").is_dir() and not (tmp_path / "split" / "checkpoint-3").exists()
+    out = subprocess.run(_scripted_command(tmp_path, "split", "--iterations", "4", "--resume"),
+                         cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "resumed" in out.stdout
+    split = tmp_path / "split"
+    assert _pools(split)["checkpoint-3"] == pools["checkpoint-3"]
+    assert (split / "memory.jsonl").read_text() == (tmp_path / "whole" / "memory.jsonl").read_text()
+    rows = lambda run, kind: [{k: v for k, v in r.items() if k not in ("transcript", "completion")}  # noqa: E731
+                              for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines())
+                              if r["kind"] == kind]
+    assert rows(split, "episode") == rows(tmp_path / "whole", "episode")
+    assert rows(split, "design") == rows(tmp_path / "whole", "design")
