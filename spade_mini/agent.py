@@ -135,14 +135,16 @@ def first_message(obs: str, tools: list[dict] | None, hint: str | None,
 
 def turn_budget(policy, max_new_tokens: int):
     """validate_env's `action_fits` for this run: why one action cannot be written in one turn of
-    `max_new_tokens` tokens (the action itself and the end of the turn), or None. A policy that
+    `max_new_tokens` tokens (the action as the agent writes it, boxed unless it is already or is
+    tool markup, and the end of the turn), or None. A policy that
     counts no tokens (a scripted one in tests) gets no check."""
     count = getattr(policy, "count_tokens", None)
     if count is None:
         return None
 
     def fits(action: str) -> str | None:
-        needed = count(action) + 1
+        written = action if action.lstrip().startswith(("\\boxed{", "<")) else f"\\boxed{{{action}}}"
+        needed = count(written) + 1  # as the agent writes it (a game's box, or its tool markup), and EOS
         return None if needed <= max_new_tokens else (
             f"the action {action[:60]!r} takes {needed} tokens with the end of the turn, more than "
             f"the {max_new_tokens} the agent may write in one turn of this run")

@@ -1,14 +1,12 @@
 """One SPADE iteration, top to bottom: design -> validate -> hint -> play -> score -> pool -> update -> remember.
 
-    designs  = environments written by the policy in batched calls until K are valid (or a cap),
-               each validated in the sandbox under the run's turn cap and turn budget; the
-               designer runs every R iterations, or sooner when the active pool is short
+    designs  = environments written in batched calls until V are valid (or a cap), validated in
+               the sandbox under the run's turn cap; every R iterations, or when the pool is short
     hints    = a privileged hint per episode (the policy's, or the environment's hint()); leaky ones dropped
     episodes = K paired seeds per NEW valid environment, in both arms (no-hint, hint), in lockstep
     scores   = per environment: solve rates, regret = mean(hint) - mean(no-hint), designer reward
-    pool     = new designs whose no-hint plays were informative join the active pool (pool.py);
-               the pool is replayed no-hint on fresh seeds with the rest of the iteration's
-               no-hint episodes, and environments that left the band or aged retire
+    pool     = informative new designs join the active pool (pool.py), which is replayed no-hint
+               on fresh seeds with the iteration's other no-hint episodes, and retires what is done
     update   = REINFORCE with a group-mean baseline on no-hint agent turns and designer completions
     memory   = every design attempt with its stats, for later designer prompts
 
@@ -71,7 +69,7 @@ def spread(total: int, count: int) -> list[int]:
     return [base + (i < extra) for i in range(count)]
 
 
-def informative(episodes: list) -> int:
+def informative_episodes(episodes: list) -> int:
     """No-hint episodes in groups (one environment's plays) whose returns differ: the ones
     REINFORCE with a group baseline learns from."""
     groups: dict[str, list[float]] = {}
@@ -155,28 +153,10 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
             scores[p.id] = dataclasses.replace(scores[p.id], note=env_hints.leak or env_hints.failure)
 
     # 5. the active pool: admit the new designs whose no-hint plays were informative, replay the
-    #    pool no-hint on fresh seeds with the rest of the iteration's episodes, retire what is done
-    admitted, retired, replays = [], [], []
-    if pool is not None:
-        for p in fresh:
-            returns = [e.ret for e in trained if e.job.design_id == p.id]
-            if not scores[p.id].failure and pool.admit(p.id, p.skill, p.setting, p.source, returns, it):
-                admitted.append(p.id)
-        rest = max(0, budget - sum(p.plays for p in fresh))  # the no-hint episodes left to play
-        replays = [Playable(e.id, e.skill, e.setting, e.source, plays=n)
-                   for e, n in pool.split(rest, cfg.plays_per_design)]
-        again = play_episodes(policy, [Job(p.source, state.rng.randrange(2**31), "no_hint", None, p.id)
-                                       for p in replays for _ in range(p.plays)], **play_settings(cfg))
-        replay_scores, replay_trained = score_playables(replays, again, cfg, state.potential)
-        for p in replays:
-            pool.record(p.id, [e.ret for e in replay_trained if e.job.design_id == p.id])
-        for p in replays:  # an environment that crashed in play leaves the pool at once
-            if replay_scores[p.id].failure:
-                pool.envs = [e for e in pool.envs if e.id != p.id]
-                pool.retired[p.id] = replay_scores[p.id].failure
-                retired.append((p.id, "crashed"))
-        retired += [(e.id, why) for e, why in pool.retire(it)]
-        episodes, trained, playables = episodes + again, trained + replay_trained, playables + replays
+    #    pool no-hint on fresh seeds with the rest of the iteration's no-hint episodes, retire
+    rest = 0 if cfg.fixed_pool else max(0, len(distributed.share(budget)) - sum(p.plays for p in fresh))
+    more, again, replay_trained, pool_stats = play_the_rest(state, cfg, fresh, scores, trained, rest, it)
+    episodes, trained, playables = episodes + again, trained + replay_trained, playables + more
     times["play"] = time.time() - t
     #    then each skill's learning-potential averages move once, on every rank's returns
     skill_of = {p.id: p.skill for p in playables}
@@ -236,7 +216,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "regret": [scores[p.id].regret for p in fresh],  # None: not measured
         "leaky": [h.leak is not None for h in hints],
         "designer_reward": [r for r in design_rewards if r is not None],
-        "informative": [informative(trained)],
+        "informative": [informative_episodes(trained)], "unspent": [pool_stats.pop("unspent")],
         "losses": [(stats.agent_loss, stats.designer_loss)],  # each rank's part of the whole loss
         "tokens": [policy.tokens_generated - tokens_before],
         "times": [{**times, "total": time.time() - t_start}], "peak_memory_mb": [peak_memory_mb()],
@@ -251,6 +231,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "valid_designs": sum(b["valid"]),
         "episodes": len(b["crashed"]), "eos_fraction": mean(b["eos"]),
         "no_hint_episodes": len(b["no_hint"]), "informative_episodes": sum(b["informative"]),
+        "unspent_episodes": sum(b["unspent"]),
         "no_hint_return": mean(b["no_hint"]), "hint_return": mean(b["hint"]),
         "regret": mean([r for r in b["regret"] if r is not None]),
         "crashed_episodes": sum(b["crashed"]),
@@ -262,7 +243,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "designer_grad_norm": stats.designer_grad_norm,
         "trained_tokens": stats.tokens, "update_skipped": stats.skipped,
         "drift_kl": drift_kl(policy, state.probe),
-        **pool_counts(pool, admitted, retired, readmitted, replays),
+        **({**pool_stats, "pool_readmitted": len(readmitted)} if pool is not None else {}),
         "tokens_generated": tokens, "tokens_per_s": tokens / gen_s if gen_s > 0 else None,
         **{f"time_{k}_s": v for k, v in slowest.items()}, "peak_memory_mb": max(b["peak_memory_mb"]),
         "oom_retries": sum(b["oom_retries"]),
@@ -271,14 +252,41 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     return row, designs, playables, episodes, scores
 
 
-def pool_counts(pool: Pool | None, admitted: list, retired: list, readmitted: list, replays: list) -> dict:
-    """What the active pool did in an iteration, and what it holds after it."""
-    if pool is None:
-        return {}
-    return {"pool_size": len(pool.envs), "pool_in_band": pool.in_band(), "pool_admitted": len(admitted),
-            "pool_readmitted": len(readmitted), "pool_retired": len(retired),
-            "pool_retired_why": sorted(why for _, why in retired),
-            "pool_replayed": len(replays), "replay_episodes": sum(p.plays for p in replays)}
+def play_the_rest(state: State, cfg, fresh: list, scores: dict, trained: list, rest: int, it: int):
+    """Step 5: the active pool admits the new designs whose no-hint plays were informative, then
+    `rest` no-hint episodes are played on fresh seeds: over the pool, and what it leaves over the
+    new designs (so both arms play the same no-hint episodes); then the pool retires what is
+    done. Returns (what was played, its episodes, its usable ones, the metrics of the step)."""
+    pool, admitted, retired, plan = state.active_pool, [], [], []
+    if pool is not None:
+        for p in fresh:
+            returns = [e.ret for e in trained if e.job.design_id == p.id]
+            if not scores[p.id].failure and pool.admit(p.id, p.skill, p.setting, p.source, returns, it):
+                admitted.append(p.id)
+        plan = [Playable(e.id, e.skill, e.setting, e.source, plays=n) for e, n in pool.split(rest, cfg.plays_per_design)]
+    left = rest - sum(p.plays for p in plan)
+    playable = [p for p in fresh if not scores[p.id].failure]
+    plan += [Playable(p.id, p.skill, p.setting, p.source, plays=n)
+             for p, n in zip(playable, spread(left, len(playable))) if n]
+    jobs = [Job(p.source, state.rng.randrange(2**31), "no_hint", None, p.id) for p in plan for _ in range(p.plays)]
+    episodes = play_episodes(state.policy, jobs, **play_settings(cfg))
+    replay_scores, usable = score_playables(plan, episodes, cfg, state.potential)
+    stats = {"unspent": rest - len(jobs)}
+    if pool is not None:
+        for p in plan:
+            if p.id not in pool.ids():
+                continue
+            if replay_scores[p.id].failure:  # it crashed in play: out at once
+                pool.drop(p.id, replay_scores[p.id].failure, it)
+                retired.append("crashed")
+            else:
+                pool.record(p.id, [e.ret for e in usable if e.job.design_id == p.id])
+        retired += [why for _, why in pool.retire(it)]
+        stats.update({"pool_size": len(pool.envs), "pool_in_band": pool.in_band(), "pool_admitted": len(admitted),
+                      "pool_retired": len(retired), "pool_retired_why": sorted(retired),
+                      "pool_replayed": sum(p.id in pool.ids() or p.id in pool.retired for p in plan),
+                      "replay_episodes": len(jobs)})
+    return plan, episodes, usable, stats
 
 
 def memory_counts(memory) -> dict:

@@ -12,9 +12,10 @@ question at solver rates 0.3-0.8; Absolute Zero pays 0 at both extremes). In the
     replay   every iteration the pool's environments are played no-hint on fresh seeds; the
              iteration's budget of no-hint episodes is split over them (`split`)
     retire   when the no-hint rate over the last `window` plays leaves the band (learned, or too
-             hard), or after `max_age` iterations in the pool
+             hard), when it crashes, or after `max_age` iterations in the pool
     refill   when the pool is short, the run's own designs that the memory saw inside the band
-             come back (never one that retired for leaving the band)
+             come back (never one that retired for leaving the band or crashing; one that aged
+             out only after as many iterations away)
 
 Everything here is plain data: a checkpoint keeps `to_dict()` (pool.json) and `--resume`
 restores it with `from_dict`. The pool plays nothing itself: loop.py plays what `split` returns.
@@ -56,7 +57,7 @@ class Pool:
         self.band, self.max_age, self.window = tuple(band), max_age, window
         self.min_size, self.max_size = min_size, max_size
         self.envs: list[PoolEnv] = []
-        self.retired: dict[str, str] = {}  # id -> why it left (kept so that it is not re-admitted)
+        self.retired: dict[str, tuple[str, int]] = {}  # id -> (why it left, the iteration it left)
 
     # --- what the loop asks --------------------------------------------------------------------
     def short(self) -> bool:
@@ -92,9 +93,9 @@ class Pool:
         for r in reversed(memory.records):
             if not self.short():
                 break
-            gone = self.retired.get(r.id)
+            why, left = self.retired.get(r.id, (None, 0))
             if (r.iteration < 0 or not r.valid or r.no_hint_solve_rate is None or r.id in self.ids()
-                    or (gone is not None and gone != AGE_REASON)
+                    or (why is not None and (why != AGE_REASON or iteration - left < self.max_age))
                     or not (0.0 < r.no_hint_solve_rate < 1.0 and low <= r.no_hint_solve_rate <= high)):
                 continue
             self.retired.pop(r.id, None)
@@ -113,6 +114,11 @@ class Pool:
         base, extra = divmod(episodes, count)
         return [(e, base + (i < extra)) for i, e in enumerate(chosen)]
 
+    def drop(self, env_id: str, why: str, iteration: int) -> None:
+        """Remove an environment at once (it crashed in play), never to come back."""
+        self.envs = [e for e in self.envs if e.id != env_id]
+        self.retired[env_id] = (why, iteration)
+
     def record(self, env_id: str, returns: list[float]) -> None:
         """The no-hint returns an environment had in this iteration's replay."""
         for e in self.envs:
@@ -121,33 +127,35 @@ class Pool:
                 e.replays += 1
 
     def retire(self, iteration: int) -> list[tuple[PoolEnv, str]]:
-        """Remove the environments whose time is up; (environment, why) for each."""
+        """Remove the environments whose time is up; (environment, why) for each. The band is
+        judged once a full window of plays has come in since admission's."""
         gone = []
         for e in self.envs:
             recent = e.returns[-self.window:]
             rate = sum(r > 0 for r in recent) / len(recent) if recent else None
-            if e.replays > 0 and rate is not None and (rate > self.band[1] or rate == 1.0):
+            judged = e.replays > 0 and len(recent) >= self.window
+            if judged and (rate > self.band[1] or rate == 1.0):
                 gone.append((e, "learned"))
-            elif e.replays > 0 and rate is not None and (rate < self.band[0] or rate == 0.0):
+            elif judged and (rate < self.band[0] or rate == 0.0):
                 gone.append((e, "too hard"))
             elif iteration - e.admitted + 1 >= self.max_age:  # played in max_age iterations
                 gone.append((e, AGE_REASON))
         for e, why in gone:
             self.envs.remove(e)
-            self.retired[e.id] = why
+            self.retired[e.id] = (why, iteration)
         return gone
 
     # --- checkpoints -----------------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {"band": list(self.band), "max_age": self.max_age, "window": self.window,
                 "min_size": self.min_size, "max_size": self.max_size,
-                "envs": [asdict(e) for e in self.envs], "retired": dict(self.retired)}
+                "envs": [asdict(e) for e in self.envs], "retired": {k: list(v) for k, v in self.retired.items()}}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Pool":
         pool = cls(tuple(data["band"]), data["max_age"], data["window"], data["min_size"], data["max_size"])
         pool.envs = [PoolEnv(**e) for e in data["envs"]]
-        pool.retired = dict(data["retired"])
+        pool.retired = {k: tuple(v) for k, v in data["retired"].items()}
         return pool
 
     @classmethod

@@ -86,6 +86,7 @@ def role_token_counts(samples: Sequence[Sample]) -> tuple[int, int]:
     return counts["agent"], counts["designer"]
 
 
+ROLE_NORM_LIMIT = 100_000_000  # trainable weights up to which each role's gradient norm is measured
 DESIGNER_ONLY = ("no agent sample is informative: the designer's samples alone do not step the "
                  "shared adapter (--designer-only-steps)")
 
@@ -246,15 +247,18 @@ def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, count
                designer_weight: float) -> tuple[float, float, dict[str, float]]:
     """Backward each micro-batch's share of the whole batch's loss (gradients add up in .grad);
     return (agent loss, designer loss, each role's gradient norm). Micro-batches come grouped by
-    role, so a role's gradient is measured as the difference its micro-batches made."""
+    role, so a role's gradient is measured as the difference its micro-batches made; that needs a
+    copy of the gradient, so past ROLE_NORM_LIMIT trainable weights (full fine-tuning) no role's
+    norm is measured. Under torchrun the norms are this rank's, before the gradients are summed."""
     compute = getattr(policy, "compute", contextlib.nullcontext)  # autocast over fp32 masters
     params = list(model.parameters())  # frozen ones keep .grad None
+    measure = sum(p.numel() for p in params if p.requires_grad) <= ROLE_NORM_LIMIT
     losses, norms = {role: 0.0 for role in ROLES}, {}
     for role in ROLES:
         chunks = [chunk for r, chunk in batches if r == role]
         if not chunks:
             continue
-        before = [None if p.grad is None else p.grad.clone() for p in params]
+        before = [None if p.grad is None or not measure else p.grad.clone() for p in params]
         for chunk in chunks:
             with acting_as(policy, role):
                 with compute():
@@ -265,9 +269,10 @@ def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, count
                 total.backward()
             losses["agent"] += agent.item()
             losses["designer"] += designer.item()
-        squares = [((p.grad.float() - (0 if b is None else b.float())) ** 2).sum()
-                   for p, b in zip(params, before) if p.grad is not None]
-        norms[role] = float(torch.stack(squares).sum().sqrt()) if squares else 0.0
+        if measure:
+            squares = [((p.grad.float() - (0 if b is None else b.float())) ** 2).sum()
+                       for p, b in zip(params, before) if p.grad is not None]
+            norms[role] = float(torch.stack(squares).sum().sqrt()) if squares else 0.0
     return losses["agent"], losses["designer"], norms
 
 

@@ -194,7 +194,8 @@ def warm_start(policy, cfg, corpus, log=print) -> list[dict]:
                  _draw(data.agent, cfg.warm_start_turns, order["agent"], rng))
         t = time.time()
         stats = update(policy, batch, optimizer, designer_weight=cfg.designer_weight,
-                       micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm)
+                       micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm,
+                       designer_only_step=True)  # supervised: the skip guards self-play's step only
         rows.append({"step": step, "agent_nll": stats.agent_loss, "designer_nll": stats.designer_loss,
                      "grad_norm": stats.grad_norm, "tokens": stats.tokens, "seconds": time.time() - t})
         log(f"warm start {step + 1}/{cfg.warm_start_steps}: agent NLL {stats.agent_loss:.3f}, "

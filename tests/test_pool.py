@@ -43,16 +43,19 @@ def test_admission_takes_only_informative_plays():
 
 
 def test_retirement_when_learned_too_hard_or_old():
-    pool = Pool(band=(0.1, 0.9), max_age=3, window=4)
+    pool = Pool(band=(0.1, 0.9), max_age=3, window=6)
     for name in ("learned", "hard", "steady"):
         pool.admit(name, "s", "games", "src", [WON, LOST], iteration=0)
     assert pool.retire(0) == []  # just admitted, in band, young
-    pool.record("learned", [WON] * 4)
-    pool.record("hard", [LOST] * 4)
+    pool.record("learned", [WON] * 3)
+    assert pool.retire(0) == []  # 5 plays: the band is judged on a full window (6)
+    pool.record("learned", [WON] * 3)
+    pool.record("hard", [LOST] * 6)
     pool.record("steady", [WON, LOST, WON, LOST])
     assert [(e.id, why) for e, why in pool.retire(1)] == [("learned", "learned"), ("hard", "too hard")]
     assert [(e.id, why) for e, why in pool.retire(2)] == [("steady", AGE_REASON)]  # 3 iterations: 0, 1, 2
-    assert pool.envs == [] and pool.retired == {"learned": "learned", "hard": "too hard", "steady": AGE_REASON}
+    assert pool.envs == [] and pool.retired == {"learned": ("learned", 1), "hard": ("too hard", 1),
+                                                "steady": (AGE_REASON, 2)}
 
 
 def test_the_design_schedule_runs_every_r_iterations_or_when_short():
@@ -84,19 +87,24 @@ def test_refill_readmits_the_runs_own_in_band_designs_only():
                 _record("never", 0.0), _record("always", 1.0), _record("old", 0.5), _record("gone", 0.5),
                 _record("aged", 0.4), _record("fresh", 0.6)])
     pool = Pool(min_size=3)
-    pool.retired = {"gone": "too hard", "aged": AGE_REASON}
-    back = pool.refill(memory, iteration=5)
-    # the most recent first; an age retirement may come back, a band retirement may not
-    assert [e.id for e in back] == ["fresh", "aged", "old"] and all(e.origin == "memory" for e in back)
-    assert not pool.short() and pool.refill(memory, iteration=6) == []
-    assert "aged" not in pool.retired
+    pool.retired = {"gone": ("too hard", 4), "aged": (AGE_REASON, 4), "recent": (AGE_REASON, 4)}
+    memory.add(_record("recent", 0.5))
+    back = pool.refill(memory, iteration=8)
+    # the most recent first; a band retirement never comes back, an age retirement after as many
+    # iterations away as its age ("recent" left at 4, so at 8 it may: 8 - 4 >= max_age 4)
+    assert [e.id for e in back] == ["recent", "fresh", "aged"] and all(e.origin == "memory" for e in back)
+    assert not pool.short() and pool.refill(memory, iteration=9) == []
+    assert "aged" not in pool.retired and "gone" in pool.retired
+    early = Pool(min_size=3)
+    early.retired = {"recent": (AGE_REASON, 6)}
+    assert "recent" not in [e.id for e in early.refill(memory, iteration=8)]  # 2 iterations away: not yet
 
 
 def test_the_pool_round_trips_through_json():
     pool = Pool(band=(0.2, 0.8), max_age=5, window=6, min_size=1, max_size=3)
     pool.admit("a", "s", "games", "src", [WON, LOST], iteration=2)
     pool.record("a", [LOST, WON, WON])
-    pool.retired["b"] = "learned"
+    pool.retired["b"] = ("learned", 3)
     again = Pool.from_dict(json.loads(json.dumps(pool.to_dict())))
     assert again.to_dict() == pool.to_dict() and again.envs == pool.envs
 

@@ -85,9 +85,12 @@ class Memory:
         return len(self.records)
 
     def add(self, records: EnvRecord | Iterable[EnvRecord]) -> None:
-        """Append one record or several; the oldest are evicted past `max_records`."""
+        """Append one record or several; past `max_records` the oldest invalid design is evicted
+        first (every attempt is recorded, and invalid ones are never shown), then the oldest."""
         self.records.extend([records] if isinstance(records, EnvRecord) else records)
-        del self.records[: max(0, len(self.records) - self.max_records)]
+        while len(self.records) > self.max_records:
+            invalid = next((i for i, r in enumerate(self.records) if not r.valid), 0)
+            del self.records[invalid]
 
     def select(self, skill: str, rng: random.Random, references: int = REFERENCES) -> Selection:
         low, high = self.band

@@ -1,9 +1,10 @@
 """How far the policy has moved from where it started: KL on a fixed probe of prompts.
 
-The probe is a few agent prompts that nothing trains on, each with the reply the STARTING policy
-gives greedily (the adapter switched off). Each iteration measures, at every token of those
-replies, KL(current || start) over the whole vocabulary at temperature 1, and reports the mean:
-0 at the start, growing as updates move the agent. An update that moves the agent far without a
+The probe is a few agent prompts that nothing trains on, each with the reply the BASE model gives
+greedily (the adapter switched off: the starting policy of self-play, unless a warm start moved
+it). Each iteration measures, at every token of those replies, KL(current || base) over the
+whole vocabulary at temperature 1, and reports the mean: 0 before the first step, growing as
+updates move the agent. An update that moves the agent far without a
 signal from its environments shows here before it shows in any held-out score.
 Full fine-tuning has no adapter to switch off, so it has no drift measured (None).
 
@@ -39,11 +40,12 @@ def drift_kl(policy, probe: list[tuple[list[int], list[int]]]) -> float | None:
     if not probe or base_model(policy) is None:
         return None
     compute = getattr(policy, "compute", contextlib.nullcontext)
+    acting = getattr(policy, "acting_as", lambda role: contextlib.nullcontext())
     total, tokens = 0.0, 0
     for prompt, reply in probe:
         ids = torch.tensor([prompt + reply], device=policy.device)  # (1, T)
         at = slice(len(prompt) - 1, len(prompt) - 1 + len(reply))  # the positions that predict the reply
-        with compute():
+        with compute(), acting("agent"):  # with separate adapters: the agent's
             now = policy.model(ids).logits[0, at].float().log_softmax(-1)  # (len(reply), V)
             with base_model(policy):
                 start = policy.model(ids).logits[0, at].float().log_softmax(-1)  # (len(reply), V)
