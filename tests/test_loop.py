@@ -40,7 +40,9 @@ class ScriptedDesigner:
         return self.policy.generate(chats, max_new_tokens, temperature)
 
 
-def test_one_iteration_trains_both_roles(tiny_policy, tmp_path):
+def test_one_iteration_designs_validates_plays_and_updates(tiny_policy, tmp_path):
+    """The tiny model's agent wins nothing, so every agent advantage is 0 and the update trains
+    the designer alone; both roles in one update: tests/test_wiring.py."""
     cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=2, max_turns=2,
                  turn_max_new_tokens=8, hint_source="env", lr=1e-3)
     novel = GAME_EXAMPLE.replace("randint(20, 40)", "randint(15, 35)")  # a copy is a duplicate
@@ -265,10 +267,11 @@ def test_make_train_designs_validates_and_updates_on_the_embedded_model(tmp_path
             assert sample["valid"] or sample["reasons"], sample
 
 
-def test_the_agent_plays_and_learns_on_the_embedded_model(tmp_path):
+def test_the_agent_plays_and_takes_an_update_on_the_embedded_model(tmp_path):
     """The agent's half of the real model path, on the starter examples (--fixed-pool): every
     episode is played, turns end with EOS, returns differ within an environment and the agent's
-    update is taken with a non-zero loss."""
+    update is taken with a non-zero loss. One update: whether the agent learns is the learning
+    curve's question (README)."""
     row = _embedded_iteration(tmp_path, "pool", "--fixed-pool")
     assert row["episodes"] == 64 and row["crashed_episodes"] == 0, row
     assert row["eos_fraction"] >= 0.8 and row["update_skipped"] is None, row
