@@ -1,5 +1,6 @@
-"""Shared fixtures: a tiny random policy (fast), the embedded SmolLM2 policy (integration), and
-the `sandbox` fixture of the hostile sandbox tests (tests/hostile.py)."""
+"""Shared fixtures: a tiny random policy (fast), the embedded SmolLM2 policy in 4-bit and in
+float32 (integration; each loaded once per session, and never stepped with a learning rate
+above 0), and the `sandbox` fixture of the hostile sandbox tests (tests/hostile.py)."""
 import pytest
 from hostile import sandbox  # noqa: F401  (the fixture of the hostile sandbox tests)
 
@@ -28,3 +29,11 @@ def embedded_policy():
     """SmolLM2-135M-Instruct in 4-bit NF4 with a LoRA adapter, as the default config builds it."""
     from spade_mini.policy import load_policy
     return load_policy(Config(model="embedded", quantize="4bit", temperature=0.0), verbose=False)
+
+
+@pytest.fixture(scope="session")
+def fp32_policy():
+    """The embedded model unquantized and greedy: clear greedy choices (the tiny random model
+    answers every chat with the same token), so equal transcripts mean something."""
+    from spade_mini.policy import load_policy
+    return load_policy(Config(model="embedded", quantize="none", temperature=0.0), verbose=False)

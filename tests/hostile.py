@@ -155,8 +155,8 @@ def strays(tag: str) -> list[int]:
 def sandbox():
     made = []
 
-    def make(source: str, limits: SandboxLimits = FAST) -> SandboxedEnv:
-        env = SandboxedEnv(source, limits=limits)
+    def make(source: str, limits: SandboxLimits = FAST, layers: tuple[str, ...] | None = None) -> SandboxedEnv:
+        env = SandboxedEnv(source, limits=limits, layers=layers)
         made.append(env)
         return env
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from spade_mini.agent import RAW_ACTION_CHARS, Job, extract_action, last_boxed, play_episodes
-from spade_mini.config import Config
 from spade_mini.envs import EXAMPLES
 from spade_mini.policy import Completion, token_logprobs
 from spade_mini.sandbox import SandboxLimits
@@ -287,12 +286,6 @@ def test_episode_records_for_training(tiny_policy):
 
 LOGPROB_TOL = 1e-4  # fp32 on CPU: left padding changes matmul shapes, not the maths
 FLIP_TOL = 1e-3     # a greedy choice may flip only between two tokens this close in log-prob
-
-
-@pytest.fixture(scope="module")
-def fp32_policy():
-    from spade_mini.policy import load_policy
-    return load_policy(Config(model="embedded", quantize="none", temperature=0), verbose=False)
 
 
 def test_lockstep_matches_one_by_one(fp32_policy):

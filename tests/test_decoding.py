@@ -11,13 +11,6 @@ from spade_mini.policy import PLAIN, Sampling, decoding, load_policy, sampled_lo
 from spade_mini.policy.decoding import ChatCache, Reusable, decode
 
 
-@pytest.fixture(scope="module")
-def fp32_policy():
-    """The embedded model unquantized: greedy choices that are clear (the tiny random model
-    answers every chat with the same token), so equal transcripts mean something."""
-    return load_policy(Config(model="embedded", quantize="none", temperature=0), verbose=False)
-
-
 OPENERS = ["Guess my number from 1 to 10.", "Name a colour.", "What is 3 + 4? Reply with a box.",
            "Tell me about the sea, in detail, please.", "Hi."]
 

@@ -43,7 +43,8 @@ class ScriptedDesigner:
 def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_policy, tmp_path):
     """On the tiny model no agent sample is informative (every return is 0), so only the designer
     has a signal: with one shared adapter that update is skipped and the weights stay; with
-    --designer-only-steps the same iteration steps on the designer's samples."""
+    --designer-only-steps the same iteration steps on the designer's samples (both roles in one
+    update: tests/test_wiring.py)."""
     from spade_mini.reinforce import DESIGNER_ONLY
     novel = GAME_EXAMPLE.replace("randint(20, 40)", "randint(15, 35)")  # a copy is a duplicate
     valid = f"```python\n{novel}\n```"
@@ -276,10 +277,11 @@ def test_make_train_designs_validates_and_updates_on_the_embedded_model(tmp_path
             assert sample["valid"] or sample["reasons"], sample
 
 
-def test_the_agent_plays_and_learns_on_the_embedded_model(tmp_path):
+def test_the_agent_plays_and_takes_an_update_on_the_embedded_model(tmp_path):
     """The agent's half of the real model path, on the starter examples (--fixed-pool): every
     episode is played, turns end with EOS, returns differ within an environment and the agent's
-    update is taken with a non-zero loss."""
+    update is taken with a non-zero loss. One update: whether the agent learns is the learning
+    curve's question (README)."""
     row = _embedded_iteration(tmp_path, "pool", "--fixed-pool")
     assert row["episodes"] == 64 and row["crashed_episodes"] == 0, row
     assert row["eos_fraction"] >= 0.8 and row["update_skipped"] is None, row

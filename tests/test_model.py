@@ -105,15 +105,14 @@ def test_embedded_batched_generation_is_sensible(embedded_policy):
     assert outs[2].finished and "4" in outs[2].text  # a short answer ends with EOS
 
 
-def test_embedded_logprobs_same_alone_and_left_padded(embedded_policy):
+def test_embedded_logprobs_same_alone_and_left_padded(embedded_policy, fp32_policy):
     outs = embedded_policy.generate(CHATS, max_new_tokens=16, temperature=0)
     batched, alone = _logprobs_alone_and_batched(embedded_policy, outs)
     for b, a in zip(batched, alone):
         # bitsandbytes' CPU 4-bit matmul rounds differently for different batch shapes (seen: up
         # to 0.016 nats); a wrong position id or mask would be off by whole nats.
         assert torch.allclose(b, a, atol=0.05)
-    fp32 = load_policy(Config(model="embedded", quantize="none"), verbose=False)
-    batched, alone = _logprobs_alone_and_batched(fp32, outs)
+    batched, alone = _logprobs_alone_and_batched(fp32_policy, outs)
     for b, a in zip(batched, alone):
         assert torch.allclose(b, a, atol=LOGPROB_TOL)
 

@@ -246,14 +246,6 @@ def test_setsid_escape_is_denied(sandbox):
     assert step_once(sandbox, step)[0] == "PermissionError PermissionError"
 
 
-@requires('seccomp')
-def test_double_fork_orphan_leaves_nothing(sandbox):
-    step = ('os = worker()["os"]\nif os.fork() == 0:\n    os.fork()\n    os.setsid()\n'
-            '    os.execv("/bin/sleep", ["sleep", "60"])\nos._exit(0)')
-    with pytest.raises((EnvRuntimeError, EnvCrashed)):
-        step_once(sandbox, step)  # the fixture asserts that nothing with the tag survives
-
-
 @requires('seccomp', 'landlock', 'uid', 'pidns')
 def test_signal_to_the_parent_is_denied(sandbox):
     step = ('os = worker()["os"]\nr = [attempt(os.kill, pid, 9) for pid in (os.getppid(), %d)]\n'

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["test_sandbox.py", "test_sandbox_isolation.py", "test_sandbox_replies.py", "test_sandbox_adversary.py",
-         "test_sandbox_validate.py", "test_sandbox_solution.py"]
+         "test_sandbox_validate.py", "test_sandbox_solution.py", "test_sandbox_layers.py"]
 PACKAGES = ["gymnasium", "numpy", "cloudpickle", "farama_notifications", "typing_extensions",
             "pyseccomp", "pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py"]
 # Where a kernel feature is missing the inner tests skip, saying which layer; these need no

@@ -96,9 +96,11 @@ def test_an_interrupted_warm_start_resumes_to_the_same_weights(tmp_path, monkeyp
     broken = load_policy(cfg2, verbose=False)
     with pytest.raises(KeyboardInterrupt):
         W.warm_start(broken, cfg2, None, log=lambda *_: None)
-    monkeypatch.setattr(W, "update", real)
-    resumed = load_policy(cfg2, verbose=False)
-    rows = W.warm_start(resumed, cfg2, None, log=lambda *_: None)
-    assert len(rows) == 3
+    calls.clear()
+    monkeypatch.setattr(W, "update", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    resumed, said = load_policy(cfg2, verbose=False), []
+    rows = W.warm_start(resumed, cfg2, None, log=said.append)
+    # a resume, not a restart from step 0 (which would end with the same weights): one step is left
+    assert len(rows) == 3 and len(calls) == 1 and "warm start: resuming after step 2" in said
     a, b = dict(whole.model.named_parameters()), dict(resumed.model.named_parameters())
     assert all(torch.equal(a[n], b[n]) for n in a if "lora_" in n)

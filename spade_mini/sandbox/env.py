@@ -55,26 +55,40 @@ def preload_for(source: str) -> list[str]:
     return sorted({n for n in names if n.partition(".")[0] in ALLOWED_IMPORTS})
 
 
+def chosen_layers(layers: tuple[str, ...] | None) -> list[str]:
+    """The layers a child applies: all that this machine gives, or the ones asked for of them."""
+    found = available_layers()
+    if layers is None:
+        return list(found)
+    missing = set(layers) - set(found)
+    if missing:
+        raise ValueError(f"layers {sorted(missing)} are not available here (only {', '.join(found)})")
+    return [name for name in found if name in layers]
+
+
 class SandboxedEnv(gymnasium.Env):
     """A generated environment running in its own hardened child process."""
 
     metadata = {"render_modes": []}
 
     def __init__(self, source: str, *, limits: SandboxLimits | None = None,
-                 deadline: float | None = None):
-        """`deadline`: a time.monotonic() instant that no call of this environment runs past."""
-        self._setup(source, limits, deadline)
+                 deadline: float | None = None, layers: tuple[str, ...] | None = None):
+        """`deadline`: a time.monotonic() instant that no call of this environment runs past.
+        `layers`: the kernel layers its child applies, some of `available_layers()` (default:
+        all of them); fewer only in tests, to show what one layer stops alone."""
+        self._setup(source, limits, deadline, layers)
         self._launch(self._until(self.limits.load_timeout_s))
         self._await_ready()
 
-    def _setup(self, source: str, limits: SandboxLimits | None, deadline: float | None) -> None:
+    def _setup(self, source: str, limits: SandboxLimits | None, deadline: float | None,
+               layers: tuple[str, ...] | None = None) -> None:
         self.source = source
         self.limits = limits or SandboxLimits()
         self.deadline = deadline
         self.observation_space = text_space(self.limits.max_obs_chars)
         self.action_space = text_space(self.limits.max_action_chars)
         self.tag = uuid.uuid4().hex  # in the child's environ, so tests can find strays
-        self.layers: list[str] = list(available_layers())
+        self.layers: list[str] = chosen_layers(layers)
         self.class_name: str | None = None
         self.has_hint = False
         self.has_solution = False  # it defines solution(); only solution.py ever asks for it
