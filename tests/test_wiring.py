@@ -85,7 +85,7 @@ def iteration(policy, cfg, pool=()):
 
 def small(**kw) -> Config:
     # lr 0: the update runs whole (scores, loss, gradient, step) and the shared weights stay as they are
-    return Config(**{"model": "tiny", "plays_per_design": 6, "max_turns": 1, "turn_max_new_tokens": 4,
+    return Config(**{"model": "tiny", "plays_per_design": 6, "max_turns": 1, "turn_max_new_tokens": 8,
                      "hint_source": "env", "lr": 0.0, **kw})
 
 
