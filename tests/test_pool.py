@@ -240,3 +240,23 @@ def test_resume_after_a_sigkill_restores_the_same_pool_memory_and_episodes(tmp_p
                               if r["kind"] == kind]
     assert rows(split, "episode") == rows(tmp_path / "whole", "episode")
     assert rows(split, "design") == rows(tmp_path / "whole", "design")
+
+
+# --- the contract told is the contract played ---------------------------------------------------
+
+def test_validation_refuses_a_solution_longer_than_the_runs_turn_cap_or_its_turn_budget(tiny_policy):
+    from spade_mini.agent import turn_budget
+    from spade_mini.designer.prompts import GAME_EXAMPLE, designer_prompt
+    from spade_mini.sandbox import validate_env
+    # the prompt's example needs up to 4 moves of at most 9 to reach 20-40 (and ends at 6 turns)
+    assert validate_env(GAME_EXAMPLE, play_turns=6).ok
+    short = validate_env(GAME_EXAMPLE, play_turns=2)
+    assert not short.ok and short.stage == "solution"
+    assert any("at most 2 actions, the run's turn cap" in r for r in short.reasons), short.reasons
+    fits = turn_budget(tiny_policy, 6)  # "\boxed{9}" is 6 tokens, with EOS 7: one too many
+    tight = validate_env(GAME_EXAMPLE, play_turns=6, action_fits=fits)
+    assert not tight.ok and tight.stage == "solution" and any("one turn of this run" in r for r in tight.reasons)
+    assert validate_env(GAME_EXAMPLE, play_turns=6, action_fits=turn_budget(tiny_policy, 7)).ok
+    assert fits("7") and fits("7").split(" takes ")[1] == fits("\\boxed{7}").split(" takes ")[1]  # counted boxed
+    text = designer_prompt(skills_for("games")[0], None, "", turns=6, turn_tokens=24)[1]["content"]
+    assert "End within 6 turns." in text and "at most 24 tokens a turn" in text
