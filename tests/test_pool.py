@@ -18,7 +18,7 @@ from spade_mini.designer import skills_for
 from spade_mini.designer.memory import EnvRecord, Memory
 from spade_mini.envs import STARTER
 from spade_mini.loop import State, one_iteration
-from spade_mini.pool import AGE_REASON, Pool, informative
+from spade_mini.pool import AGE_REASON, Pool, PoolEnv, informative
 from spade_mini.reinforce import make_optimizer
 from spade_mini.reward import designer_reward
 
@@ -56,6 +56,10 @@ def test_retirement_when_learned_too_hard_or_old():
     assert [(e.id, why) for e, why in pool.retire(2)] == [("steady", AGE_REASON)]  # 3 iterations: 0, 1, 2
     assert pool.envs == [] and pool.retired == {"learned": ("learned", 1), "hard": ("too hard", 1),
                                                 "steady": (AGE_REASON, 2)}
+    back = Pool(window=6)  # one back from the memory has no plays yet: 3 won are not a verdict
+    back.envs.append(PoolEnv("m", "s", "games", "src", admitted=0, origin="memory"))
+    back.record("m", [WON] * 3)
+    assert back.retire(0) == [] and back.ids() == {"m"}
 
 
 def test_the_design_schedule_runs_every_r_iterations_or_when_short():
@@ -196,6 +200,11 @@ def test_design_until_k_valid_stops_at_k_or_at_the_cap_and_keeps_every_attempt(t
     state.policy = InvalidFirst(tiny_policy, invalid=100)
     row, designs, *_ = one_iteration(state, timed)
     assert len(designs) == 2  # the first batch only: no new batch once the seconds are spent
+    one = _cfg(valid_designs=1, design_attempts=12, designs_per_iteration=4)
+    state = _state(tiny_policy, one)
+    state.policy = InvalidFirst(tiny_policy, invalid=3)
+    row, designs, *_ = one_iteration(state, one)
+    assert [d.valid for d in designs] == [False, False, False, True]  # K = 1 reached: no second batch
 
 
 # --- a SIGKILL between iterations, then --resume: the same pool as the uninterrupted run -------
