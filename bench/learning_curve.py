@@ -138,7 +138,8 @@ def main() -> int:
     parser.add_argument("--name", default="demo")
     parser.add_argument("--run-dir", default="runs")
     parser.add_argument("--summary", default=None,
-                        help="also write the summary here (JSON), after every finished run; its finished runs are not run again")
+                        help="also write the summary here (JSON), after every finished run, and the plot beside it (.png); "
+                             "the finished runs it holds are not run again")
     parser.add_argument("--plot-only", action="store_true", help="redraw from existing runs")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -159,6 +160,8 @@ def main() -> int:
         with lock:
             start = ({"evals": evaluations(start_run)[-1], "transfer": transfers(start_run).get(-1, {})}
                      if -1 in evaluations(start_run) else prev_start)
+            if start is None:
+                raise SystemExit(f"no start evaluation in {start_run} or in --summary; run without --plot-only first")
             records = {key: record(run_dir / key, args.iterations) if (run_dir / key / "metrics.jsonl").is_file()
                        else prev_runs[key] for key in runs if (run_dir / key / "metrics.jsonl").is_file() or key in prev_runs}
             summary = summarize(settings, start, records)
@@ -203,6 +206,8 @@ def main() -> int:
     summary = write_summary()
     out = run_dir / f"{args.name}-learning_curve.png"
     plot(summary, out)
+    if args.summary:  # the plot beside the summary, to commit with it
+        plot(summary, Path(args.summary).with_suffix(".png"))
     print(table(summary))
     print(f"plot: {out}")
     return 0
