@@ -40,7 +40,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_for  # noqa: E402
 from spade_mini.envs import TIERS, tier  # noqa: E402
-from spade_mini.evaluation import fixed_set_metrics  # noqa: E402
+from spade_mini.evaluation import fixed_set_metrics, transfer_metrics  # noqa: E402
 from spade_mini.loop import State, one_iteration, peak_memory_mb  # noqa: E402
 from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
@@ -108,9 +108,14 @@ if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed s
     torch.manual_seed(distributed.rank_seed(cfg.seed))
 
 def evaluate_curve(iteration: int) -> dict:
-    """--eval-every: the held-out curve's metrics, and its episodes into eval.jsonl."""
+    """--eval-every: the held-out curve's metrics, and its episodes into eval.jsonl; at the
+    start and the last iteration also the transfer suites (--transfer-items), into transfer.jsonl."""
     point = fixed_set_metrics(policy, cfg)
     run.append("eval.jsonl", [{"iteration": iteration, **item} for item in point.items])
+    if cfg.transfer_items > 0 and (iteration < 0 or iteration + 1 == cfg.iterations):
+        suites = transfer_metrics(policy, cfg)
+        run.append("transfer.jsonl", [{"iteration": iteration, **item} for item in suites.items])
+        return {**point.metrics, **suites.metrics}
     return point.metrics
 
 

@@ -2,26 +2,27 @@
 
 `make demo` runs this. Every run of both arms starts from ONE policy (the preset's model; with a
 warm start, the cached warm start) and trains for the same iterations with the same agent update
-and the same episodes per iteration, under its own --seed:
+and the same no-hint episodes per iteration, under its own --seed:
 
     spade  the policy designs environments (shown the tier's examples in its memory), plays them
-           with and without a hint, and both roles learn (designer: the blend of difficulty and
-           regret);
+           with and without a hint, replays its active pool, and both roles learn;
     fixed  the agent plays the tier's examples themselves (`--fixed-pool`): no designer.
 
 The starting policy is evaluated once (`train.py --iterations 0`): it is the same for every run
 (a LoRA adapter starts as a no-op, and evaluation is greedy). Then every `--eval-every`
 iterations and at the last one train.py plays the tier's HELD-OUT environments (which neither
-arm, a warm start, the memory nor the designer's prompt ever saw) greedily, without a hint, on
-the same seeds. Each point is paired, item by item, against the starting policy
-(`spade_mini/evaluation/intervals.py`: the paired delta, its 95% interval, the exact McNemar p).
-The script writes one plot (both arms' curves with their 95% bands; SPADE's valid fraction,
-regret and the no-hint solve rate of its valid designs per iteration), prints the tables, and
-keeps a small summary (JSON) that notebooks/05 reads.
+arm, a warm start, the memory nor the designer's prompt ever saw), each distinct item once,
+greedily, without a hint; at the start and the last point also the transfer suites
+(`--transfer-items`, spade_mini/evaluation/transfer.py). Every point is paired, item by item,
+against the starting policy (spade_mini/evaluation/curve.py: distinct items, the detectable
+change, the item-level and the environment-cluster interval, the saturated environments left
+out); per arm the table gives the mean over seeds with its 95% t interval.
 
 A stopped run continues: the start evaluation and every finished run are kept, and a run that
 stopped part-way resumes from its newest checkpoint (train.py --resume; one every iteration),
-keeping the evaluations it finished.
+keeping the evaluations it finished. The summary (`--summary`, JSON) is rewritten as each run
+finishes and holds every point's item outcomes, so on another machine, with only the committed
+summary, the same command runs only the runs it does not hold as finished.
 
     python bench/learning_curve.py                        # 1 seed, both arms, the cpu preset
     python bench/learning_curve.py --seeds 0,1,2 --summary bench/learning_curve.json
@@ -34,31 +35,17 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from statistics import fmean
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from spade_mini.evaluation.intervals import interval, paired_delta  # noqa: E402
-
-ARMS = {"spade": [], "fixed": ["--fixed-pool"]}
-
-
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
-
-
-def run_name(name: str, arm: str, seed: int) -> str:
-    return f"{name}-{arm}-s{seed}"
-
-
-def arm_seed(key: str) -> tuple[str, str]:
-    """The arm and seed of a run name made by run_name."""
-    *_, arm, seed = key.split("-")
-    return arm, seed[1:]
+from curve_summary import (ARMS, arm_seed, evaluations, load_previous, record, run_name,  # noqa: E402
+                           summarize, transfers)
 
 
 def train(cmd: list[str], log: Path, threads: int) -> int:
@@ -68,117 +55,68 @@ def train(cmd: list[str], log: Path, threads: int) -> int:
         return subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
 
 
-def evaluations(run: Path) -> dict[int, dict[tuple, float]]:
-    """Per evaluated iteration, each item's (environment, seed) outcome."""
-    by_it: dict[int, dict[tuple, float]] = {}
-    for r in rows(run / "eval.jsonl"):
-        by_it.setdefault(r["iteration"], {})[(r["env"], r["seed"])] = float(r["solved"])
-    return by_it
-
-
-def finished(run: Path, iterations: int) -> bool:
-    """Whether a run did all its iterations and evaluated the last one."""
-    return any(r["iteration"] == iterations - 1 and "eval_solve_rate" in r for r in rows(run / "metrics.jsonl"))
-
-
-def arm_summary(run: Path, start: dict[tuple, float] | None = None) -> dict:
-    """What one run shows: per evaluated iteration its solve rate (with interval) and its paired
-    delta against the starting policy (its own iteration -1, else `start`); per iteration the
-    designer's valid fraction, regret, its valid designs' no-hint solve rate, and the memory."""
-    by_it = evaluations(run)
-    if -1 not in by_it and start is not None:
-        by_it[-1] = start
-    base = by_it.get(-1, {})
-    points = []
-    for it in sorted(by_it):
-        keys = sorted(base)
-        if sorted(by_it[it]) != keys:
-            raise ValueError(f"{run}: iteration {it} did not play the same items as the starting policy")
-        scores = [by_it[it][k] for k in keys]
-        mean, low, high, _ = interval(scores)
-        d = paired_delta([base[k] for k in keys], scores)
-        points.append({"iteration": it, "n": len(keys), "solve_rate": mean, "low": low, "high": high,
-                       "delta": d.delta, "delta_low": d.low, "delta_high": d.high, "p": d.p})
-    metrics = [r for r in rows(run / "metrics.jsonl") if r["iteration"] >= 0]
-    per_env: dict[str, list[float]] = {}
-    if by_it:
-        last = max(by_it)
-        for (env, _), solved in by_it[last].items():
-            per_env.setdefault(env, []).append(solved)
-    return {"points": points,
-            "iterations": [{k: r.get(k) for k in ("iteration", "valid_fraction", "regret", "no_hint_return",
-                                                  "hint_return", "agent_loss", "designer_loss", "leaky_hints",
-                                                  "memory_designs", "memory_in_band", "time_total_s")}
-                           for r in metrics],
-            "final_per_env": {env: fmean(v) for env, v in sorted(per_env.items())}}
-
-
-def thirds(values: list[float]) -> tuple[float | None, float | None]:
-    n = len(values)
-    if n < 3:
-        return None, None
-    k = n // 3
-    return fmean(values[:k]), fmean(values[-k:])
+def ci(m: dict, fmt: str = "+.3f") -> str:
+    """A mean over seeds with its interval ("-" for none)."""
+    if m["mean"] is None:
+        return "-"
+    return format(m["mean"], fmt) + ("" if m["low"] is None else f" [{m['low']:{fmt}}, {m['high']:{fmt}}]")
 
 
 def table(summary: dict) -> str:
-    lines = ["| arm | seed | start | last eval | paired delta [95% CI] | McNemar p | valid fraction first/last third |",
+    ev = summary["evidence"]
+    lines = [f"{ev['distinct']} distinct held-out items; saturated (left out): {', '.join(ev['saturated']) or 'none'}; "
+             f"never solved: {', '.join(ev['never_solved']) or 'none'}; {ev['items']} items of evidence.", "",
+             "| run | start | last point | paired delta [item 95% CI] | [cluster 95% CI] | McNemar p | detectable |",
              "|---|---|---|---|---|---|---|"]
     for key, s in summary["runs"].items():
-        arm, seed = arm_seed(key)
-        first, last = s["points"][0], s["points"][-1]
-        valid = [r["valid_fraction"] for r in s["iterations"] if r["valid_fraction"] is not None]
-        a, b = thirds(valid) if arm == "spade" else (None, None)
-        third = "-" if a is None else f"{a:.2f} / {b:.2f}"
-        lines.append(f"| {arm} | {seed} | {first['solve_rate']:.3f} | {last['solve_rate']:.3f} (it {last['iteration']}) "
-                     f"| {last['delta']:+.3f} [{last['delta_low']:+.3f}, {last['delta_high']:+.3f}] | {last['p']:.2g} | {third} |")
+        p = s["points"][-1]
+        mde = "-" if p["mde"] is None else f"{p['mde']:.3f}"
+        lines.append(f"| {key}{'' if s['finished'] else ' (unfinished)'} | {p['base']:.3f} | {p['other']:.3f} (it {p['iteration']}) "
+                     f"| {p['delta']:+.3f} [{p['delta_low']:+.3f}, {p['delta_high']:+.3f}] "
+                     f"| [{p['cluster_low']:+.3f}, {p['cluster_high']:+.3f}] | {p['p']:.2g} | {mde} |")
+    lines += ["", "| arm | seeds | start | last point | delta (mean over seeds, 95% t CI) | seeds with p < 0.05 |",
+              "|---|---|---|---|---|---|"]
+    suites = sorted({(suite, score) for m in summary["arms"].values() for suite, sc in m["transfer"].items() for score in sc})
     for arm, m in summary["arms"].items():
-        lines.append(f"| **{arm}, {m['seeds']} seeds** | | {m['start']:.3f} | {m['last']:.3f} "
-                     f"| {m['delta']:+.3f} [{m['delta_low']:+.3f}, {m['delta_high']:+.3f}] (pooled pairs) | {m['p']:.2g} | |")
+        lines.append(f"| {arm} | {m['finished']}/{m['runs']} | {ci(m['base'], '.3f')} | {ci(m['other'], '.3f')} "
+                     f"| {ci(m['delta'])} | {m['seeds_p_below_0.05']} |")
+    if suites:
+        lines += ["", "| arm | transfer suite | score | start | last point | delta (mean over seeds, 95% t CI) |",
+                  "|---|---|---|---|---|---|"]
+        for arm, m in summary["arms"].items():
+            for suite, score in suites:
+                got = m["transfer"].get(suite, {}).get(score)
+                if got:
+                    lines.append(f"| {arm} | {suite} | {score} | {ci(got['base'], '.3f')} | {ci(got['other'], '.3f')} | {ci(got['delta'])} |")
     return "\n".join(lines)
-
-
-def pooled(run_dirs: list[Path], start: dict[tuple, float] | None = None) -> dict:
-    """One arm over its seeds: every seed's items pooled as pairs (starting policy, last evaluation)."""
-    base, last = [], []
-    for run in run_dirs:
-        by_it = evaluations(run)
-        if -1 not in by_it and start is not None:
-            by_it[-1] = start
-        end = max(by_it)
-        keys = sorted(by_it[-1])
-        base += [by_it[-1][k] for k in keys]
-        last += [by_it[end][k] for k in keys]
-    d = paired_delta(base, last)
-    return {"seeds": len(run_dirs), "start": fmean(base), "last": fmean(last), "delta": d.delta,
-            "delta_low": d.low, "delta_high": d.high, "p": d.p, "pairs": len(base)}
 
 
 def plot(summary: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+    fig, axes = plt.subplots(1, 5, figsize=(21, 3.8))
     colours = {"spade": "tab:blue", "fixed": "tab:orange"}
     for key, s in summary["runs"].items():
-        arm = arm_seed(key)[0]
-        pts = s["points"]
-        xs = [p["iteration"] for p in pts]
-        axes[0].plot(xs, [p["solve_rate"] for p in pts], marker="o", ms=3, color=colours[arm], label=key)
-        axes[0].fill_between(xs, [p["low"] for p in pts], [p["high"] for p in pts], color=colours[arm], alpha=0.12)
-        if arm == "spade":
-            its = s["iterations"]
-            axes[1].plot([r["iteration"] for r in its], [r["valid_fraction"] for r in its], marker="o", ms=3, label=key)
-            for ax, k in ((axes[2], "regret"), (axes[3], "no_hint_return")):
-                got = [(r["iteration"], r[k]) for r in its if r.get(k) is not None]
-                if got:
-                    ax.plot(*zip(*got), marker="o", ms=3, label=key)
-    axes[0].set_title("agent: held-out solve rate (greedy, no hint)\n95% Wilson bands; -1 = starting policy", fontsize=9)
-    axes[1].set_title("SPADE designer: valid fraction", fontsize=9)
-    axes[2].set_title("SPADE: regret (hint - no hint)", fontsize=9)
-    axes[3].set_title("SPADE: no-hint solve rate of its valid designs", fontsize=9)
-    for ax in axes:
-        ax.set_xlabel("iteration")
+        arm, pts = arm_seed(key)[0], s["points"]
+        for ax, x in ((axes[0], "iteration"), (axes[1], "seconds")):
+            xs = [p[x] for p in pts]
+            ax.plot(xs, [p["solve_rate"] for p in pts], marker="o", ms=3, color=colours[arm], label=key)
+            ax.fill_between(xs, [p["low"] for p in pts], [p["high"] for p in pts], color=colours[arm], alpha=0.12)
+        for ax, k, arms in ((axes[2], "valid_fraction", ("spade",)), (axes[3], "regret", ("spade",)),
+                            (axes[4], "no_hint_return", ("spade", "fixed"))):
+            got = [(r["iteration"], r[k]) for r in s["iterations"] if r.get(k) is not None]
+            if arm in arms and got:  # None: the designer did not run, or the fixed pool has no hint arm
+                ax.plot(*zip(*got), marker="o", ms=3, color=colours[arm], label=key)
+    ev = summary["evidence"]
+    axes[0].set_title(f"held-out solve rate, {ev['distinct']} distinct items (greedy, no hint)\n"
+                      "95% Wilson bands; -1 = starting policy", fontsize=9)
+    axes[1].set_title("the same against training seconds\n(time_total_s summed, evaluations excluded)", fontsize=9)
+    axes[2].set_title("SPADE designer: valid fraction\n(iterations where it designed)", fontsize=9)
+    axes[3].set_title("SPADE: regret (hint - no hint)", fontsize=9)
+    axes[4].set_title("no-hint return of what each arm trained on", fontsize=9)
+    for i, ax in enumerate(axes):
+        ax.set_xlabel("seconds" if i == 1 else "iteration")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # SPADE's panels are empty when nothing validated
             ax.legend(fontsize=7)
@@ -199,7 +137,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (the cores are split between them)")
     parser.add_argument("--name", default="demo")
     parser.add_argument("--run-dir", default="runs")
-    parser.add_argument("--summary", default=None, help="also write the summary here (JSON)")
+    parser.add_argument("--summary", default=None,
+                        help="also write the summary here (JSON), after every finished run, and the plot beside it (.png); "
+                             "the finished runs it holds are not run again")
     parser.add_argument("--plot-only", action="store_true", help="redraw from existing runs")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -210,12 +150,33 @@ def main() -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     runs = {run_name(args.name, arm, seed): (arm, seed) for seed in seeds for arm in arms}
     start_run = run_dir / f"{args.name}-start"
+    settings = {"preset": args.preset, "iterations": args.iterations, "eval_every": args.eval_every,
+                "seeds": seeds, "extra": extra}
+    prev_start, prev_runs = load_previous(Path(args.summary) if args.summary else None, settings)
+    lock = threading.Lock()
+
+    def write_summary() -> dict:
+        """From the run directories, else the earlier summary's records; written as each run finishes."""
+        with lock:
+            start = ({"evals": evaluations(start_run)[-1], "transfer": transfers(start_run).get(-1, {})}
+                     if -1 in evaluations(start_run) else prev_start)
+            if start is None:
+                raise SystemExit(f"no start evaluation in {start_run} or in --summary; run without --plot-only first")
+            records = {key: record(run_dir / key, args.iterations) if (run_dir / key / "metrics.jsonl").is_file()
+                       else prev_runs[key] for key in runs if (run_dir / key / "metrics.jsonl").is_file() or key in prev_runs}
+            summary = summarize(settings, start, records)
+            text = json.dumps(summary, indent=1)
+            (run_dir / f"{args.name}-summary.json").write_text(text)
+            if args.summary:
+                Path(args.summary).write_text(text)
+            return summary
+
     threads = max(1, (os.cpu_count() or 1) // max(1, args.jobs))
     common = ["--preset", args.preset, "--run-dir", str(run_dir), "--eval-every", str(args.eval_every), *extra]
     if not args.plot_only:
         t0 = time.time()
         # the starting policy (a warm start, when the preset has one, is cached and shared), evaluated once
-        if -1 not in evaluations(start_run):
+        if -1 not in evaluations(start_run) and prev_start is None:
             cmd = [sys.executable, str(ROOT / "train.py"), *common, "--iterations", "0", "--name", start_run.name,
                    *(["--resume"] if (start_run / "config.json").is_file() else [])]
             if train(cmd, run_dir / f"{start_run.name}.log", os.cpu_count() or 1) != 0 or -1 not in evaluations(start_run):
@@ -225,29 +186,28 @@ def main() -> int:
 
         def one(key: str) -> int:
             arm, seed = runs[key]
-            if finished(run_dir / key, args.iterations):
+            here = (run_dir / key / "metrics.jsonl").is_file()
+            if (here and record(run_dir / key, args.iterations)["finished"]) or \
+                    (not here and prev_runs.get(key, {}).get("finished")):
                 return 0
             resume = ["--resume"] if (run_dir / key / "config.json").is_file() else []
             cmd = [sys.executable, str(ROOT / "train.py"), *common, "--iterations", str(args.iterations),
                    "--eval-start", "false", "--seed", str(seed), "--name", key, *ARMS[arm], *resume]
             code = train(cmd, run_dir / f"{key}.log", threads)
             print(f"{key}: {'done' if code == 0 else f'failed ({code})'} after {(time.time() - t0) / 60:.1f} min", flush=True)
+            if code == 0:
+                write_summary()
             return code
 
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             if any(code != 0 for code in pool.map(one, list(runs))):
                 return 1
         print(f"all runs: {(time.time() - t0) / 60:.1f} min", flush=True)
-    start = evaluations(start_run).get(-1)
-    summary = {"settings": {"preset": args.preset, "iterations": args.iterations, "eval_every": args.eval_every,
-                            "seeds": seeds, "extra": extra},
-               "runs": {key: arm_summary(run_dir / key, start) for key in runs},
-               "arms": {arm: pooled([run_dir / run_name(args.name, arm, s) for s in seeds], start) for arm in arms}}
+    summary = write_summary()
     out = run_dir / f"{args.name}-learning_curve.png"
     plot(summary, out)
-    (run_dir / f"{args.name}-summary.json").write_text(json.dumps(summary, indent=1))
-    if args.summary:
-        Path(args.summary).write_text(json.dumps(summary, indent=1))
+    if args.summary:  # the plot beside the summary, to commit with it
+        plot(summary, Path(args.summary).with_suffix(".png"))
     print(table(summary))
     print(f"plot: {out}")
     return 0

@@ -163,6 +163,8 @@ class Config:
     """Every this many iterations (and before the first), play the tier's HELD-OUT environments greedily on fixed seeds without a hint; eval.jsonl keeps each episode (0: never)."""
     eval_seeds: int = 2
     """Seeds per held-out environment in that evaluation."""
+    transfer_items: int = 0
+    """With --eval-every, the start evaluation and the last point also play the transfer suites (evaluation/transfer.py): this many seeds per standard held-out environment (easy level, those whose solution fits --max-turns) and per held-out starter without its Example line, and this many easy reasoning-gym items per family; transfer.jsonl keeps each distinct item (0: none)."""
     eval_start: bool = True
     """With --eval-every, also evaluate the starting policy before the first iteration (runs that share one starting policy evaluate it once: bench/learning_curve.py)."""
 
@@ -299,14 +301,15 @@ PRESETS: dict[str, dict] = {
     # at its edge without any warm start (so nothing it trains on leaks into what the curve
     # measures). Unquantized, dtype measured (bf16 where this CPU computes it faster); the
     # environments' own hints (writing one costs a generation call a design); a design budget
-    # its sources fit; agent turns short ("answer"); 40 seeds per held-out starter for --eval-every,
-    # 360 items a point, enough to see a change of about 0.10.
+    # its sources fit; agent turns short ("answer"); 40 seeds per held-out starter for --eval-every
+    # (419 distinct items a point, enough to see a change of about 0.10), and 8 seeds or items
+    # per environment or family of the transfer suites at the start and the last point.
     "cpu": dict(
         model="qwen-coder-1.5b", quantize="none", iterations=3, designs_per_iteration=8,
         plays_per_design=8, design_max_new_tokens=512, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=1024, corpus_max_words=60,
         lora_r=16, lora_alpha=32, lr=2e-4, hint_source="env", micro_batch=4,
-        examples="starter", eval_seeds=40, agent_template="answer", memory_references=1,
+        examples="starter", eval_seeds=40, transfer_items=8, agent_template="answer", memory_references=1,
         **ACTIVE_POOL, valid_designs=4, design_attempts=16, design_seconds=600,
     ),
     # The paper's smallest model, in 4-bit with LoRA, on one GPU of 24 GB or more (the memory

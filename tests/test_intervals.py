@@ -82,3 +82,35 @@ def test_detectable_effect_floor_and_limits():
     assert iv.detectable_effect(0, 0.5) is None
     # shift of a continuous score: (1.96 + 0.8416212) * sqrt(2 * 0.5^2 / 50) = 0.2801621
     assert iv.detectable_shift(50, 0.5) == pytest.approx(0.2801621, abs=1e-6)
+
+
+def test_t_quantiles_match_the_printed_table():
+    for df, t in ((1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (30, 2.042)):
+        assert iv.t_quantile(df) == pytest.approx(t, abs=1e-3)
+    assert iv.t_cdf(iv.t_quantile(14), 14) == pytest.approx(0.975, abs=1e-6)
+
+
+def test_cluster_delta_by_hand():
+    # clusters a, b, c of two items; summed differences 2, 0, 0 over n = 6: delta = 1/3;
+    # residuals 2 - 2/3, -2/3, -2/3; var = 3/2 * (16/9 + 4/9 + 4/9) / 36 = 1/9, se = 1/3, t(2) = 4.303
+    d = iv.cluster_delta([0, 0, 0, 0, 1, 1], [1, 1, 0, 0, 1, 1], list("aabbcc"))
+    assert d.delta == pytest.approx(1 / 3)
+    assert (d.low, d.high) == pytest.approx((1 / 3 - 4.303 / 3, 1 / 3 + 4.303 / 3), abs=1e-3)
+    mean, low, high = iv.mean_interval([0.1, 0.2, 0.3])  # sd 0.1: 0.2 +- 4.303 * 0.1 / sqrt(3)
+    assert (mean, low, high) == pytest.approx((0.2, 0.2 - 0.24843, 0.2 + 0.24843), abs=1e-4)
+
+
+def test_the_cluster_interval_is_wider_when_an_environment_moves_as_one():
+    # 10 environments of 20 items; the same 30 items flip 0 -> 1 either inside 3 environments
+    # (all of their 10 unsolved items) or spread, 3 in each environment
+    envs = [e for e in range(10) for _ in range(20)]
+    base = [float(i % 2) for i in range(200)]
+    together = [1.0 if envs[i] < 3 else b for i, b in enumerate(base)]
+    spread = [1.0 if (i % 20) < 6 else b for i, b in enumerate(base)]
+    assert sum(together) - sum(base) == sum(spread) - sum(base) == 30
+    item = iv.paired_delta(base, together)
+    assert item == iv.paired_delta(base, spread)  # item level: the same table either way
+    clustered, even = iv.cluster_delta(base, together, envs), iv.cluster_delta(base, spread, envs)
+    assert clustered.high - clustered.low > 1.5 * (item.high - item.low)
+    assert clustered.low < 0 < item.low  # significant item by item, not once environments are counted
+    assert even.high - even.low < item.high - item.low

@@ -127,6 +127,19 @@ STARTER_HELDOUT: list[HandEnv] = [load(*row, folder=STARTER_DIR) for row in [
     ("odd_one_out", "games", "logical_deduction",
      "Three words share a kind (animal, fruit, tool); find the one that does not."),
     ("repeat_word", "games", "pattern_recognition", "Write a word three or four times."),
+    # Written for the distinct-item curve (many distinct instances each), before any run measured them.
+    ("add_numbers", "games", "mathematical_reasoning", "Add two two-digit numbers."),
+    ("second_word", "games", "language_understanding", "Say the second word of a short sentence."),
+    ("missing_number", "games", "pattern_recognition",
+     "Five numbers go up by the same step; name the one that is missing."),
+    ("step_along", "games", "spatial_reasoning",
+     "Move some squares left or right along a numbered row; say which square you reach."),
+    ("where_is", "games", "logical_deduction",
+     "Someone is in one of two places and not in the other; say where."),
+    ("fewest_coins", "games", "optimization",
+     "With coins of 1 and a larger value, give the fewest coins that make an amount."),
+    ("take_to_win", "games", "strategic_planning",
+     "Stones are taken in turns, the last one wins; say how many to take first to win."),
 ]]
 
 # The tiers a run chooses from (`--examples`): what seeds the memory, the warm start and the fixed

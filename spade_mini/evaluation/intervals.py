@@ -27,6 +27,14 @@ McNemar test, n = (z_a sqrt(psi) + z_b sqrt(psi - d^2))^2 / d^2, with the discor
 taken as if the two models erred independently, psi = p (1 - p - d) + (p + d)(1 - p) (real models
 agree more than that, so this errs on the large side), and never below 6 / n: with fewer than six
 items changing, all the same way, the exact test cannot reach p < 0.05 (2 * 0.5^5 > 0.05).
+`cluster_delta(base, other, clusters)`: the same paired difference with environments as
+clusters. Items of one environment share a template, so they tend to move together (a model
+that learns the format of one environment wins all its items at once); the item-level interval
+treats them as independent and is then too narrow. The cluster-robust variance of the mean
+difference sums the differences per cluster, var = G / (G - 1) * sum_g (D_g - n_g * delta)^2 / n^2
+(D_g: cluster g's summed difference, n_g its items, G clusters), and the interval is
+delta +- t(G - 1) * sqrt(var), Student's t on G - 1 degrees of freedom since G is small.
+`mean_interval(values)`: the t interval of a mean over a few runs (seeds).
 Omitted: corrections for testing many metrics at once.
 """
 from __future__ import annotations
@@ -129,3 +137,56 @@ def detectable_shift(n: int, sd: float, z_a: float = Z95, power: float = POWER) 
     if n <= 1:
         return None
     return (z_a + NormalDist().inv_cdf(power)) * math.sqrt(2 * sd * sd / n)
+
+
+def t_cdf(x: float, df: int, steps: int = 400) -> float:
+    """P(T <= x) for Student's t, x >= 0: 0.5 plus the density integrated by Simpson's rule."""
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    h = x / steps
+    f = [c * (1 + (h * k) ** 2 / df) ** (-(df + 1) / 2) for k in range(steps + 1)]
+    return 0.5 + h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
+
+
+def t_quantile(df: int, q: float = 0.975) -> float:
+    """Student's t quantile (q >= 0.5), by bisection on t_cdf."""
+    if df < 1:
+        return float("nan")
+    low, high = 0.0, 1000.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if t_cdf(mid, df) < q else (low, mid)
+    return (low + high) / 2
+
+
+def cluster_delta(base: list[float], other: list[float], clusters: list) -> Delta:
+    """Paired difference other - base with a cluster-robust interval (`clusters[i]`: item i's
+    environment); the p-value is the t test of the same statistic."""
+    if not len(base) == len(other) == len(clusters):
+        raise ValueError("cluster_delta needs one base score, one other score and one cluster per item.")
+    n = len(base)
+    sums: dict = {}
+    for b, o, g in zip(base, other, clusters):
+        total, count = sums.get(g, (0.0, 0))
+        sums[g] = (total + o - b, count + 1)
+    if n == 0 or len(sums) < 2:
+        return Delta(n, float("nan") if n == 0 else sum(o - b for b, o in zip(base, other)) / n,
+                     float("nan"), float("nan"), float("nan"), "cluster-t")
+    delta = sum(total for total, _ in sums.values()) / n
+    g = len(sums)
+    var = g / (g - 1) * sum((total - count * delta) ** 2 for total, count in sums.values()) / n ** 2
+    se, t = math.sqrt(var), t_quantile(g - 1)
+    p = 1.0 if se == 0 else 2 * (1 - t_cdf(abs(delta) / se, g - 1))
+    return Delta(n, delta, delta - t * se, delta + t * se, p, "cluster-t")
+
+
+def mean_interval(values: list[float], z: float | None = None) -> tuple[float, float, float]:
+    """(mean, low, high) of a mean over a few runs: Student's t on n - 1 degrees of freedom
+    (nan bounds for one run)."""
+    n = len(values)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = sum(values) / n
+    if n == 1:
+        return mean, float("nan"), float("nan")
+    half = (z or t_quantile(n - 1)) * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+    return mean, mean - half, mean + half

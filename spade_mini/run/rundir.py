@@ -4,7 +4,8 @@
                 metrics.jsonl      one row per iteration
                 samples.jsonl      designs and episodes to read (one JSON object per line)
                 warm_start.jsonl   the warm start's per-role NLL, one row per step (if any)
-                eval.jsonl         the --eval-every curve, one row per held-out episode
+                eval.jsonl         the --eval-every curve, one row per distinct held-out item
+                transfer.jsonl     the curve's transfer suites (--transfer-items), start and last point
                 envs/<id>.py       every generated environment under a header with its stats
                 memory.jsonl       the environment memory (also inside each checkpoint)
                 warm_start/        the warm-started policy's trainable weights (with a warm start)
@@ -122,7 +123,7 @@ class RunDir:
         for folder in self.checkpoints():
             if int(folder.name.split("-")[1]) > iteration:
                 shutil.rmtree(folder)
-        for file in ("metrics.jsonl", "samples.jsonl", "eval.jsonl"):
+        for file in ("metrics.jsonl", "samples.jsonl", "eval.jsonl", "transfer.jsonl"):
             path = self.path / file
             if path.is_file():
                 keep = [line for line in path.read_text().splitlines()

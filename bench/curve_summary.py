@@ -1,0 +1,174 @@
+"""The summary of bench/learning_curve.py, from run directories or from an earlier summary.
+
+A run directory gives `record`: per evaluated iteration each distinct item's outcome
+(eval.jsonl), the transfer suites' strict and lenient outcomes (transfer.jsonl), and the kept
+columns of metrics.jsonl. `summarize` pairs every point with the starting policy
+(spade_mini/evaluation/curve.py), leaves out the environments that the start and every point
+solve on every item, and builds the per-arm table. `raw` packs every outcome (one character
+an item), so `load_previous` can rebuild the records of runs whose directories are elsewhere:
+a later sitting continues from the committed summary alone.
+"""
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from spade_mini.evaluation import curve  # noqa: E402
+
+ARMS = {"spade": [], "fixed": ["--fixed-pool"]}
+VERSION = 2  # the summary's schema: item outcomes packed per point (curve.pack)
+KEPT = ("iteration", "valid_fraction", "valid_designs", "designs", "regret", "no_hint_return", "hint_return",
+        "informative_episodes", "no_hint_episodes", "pool_size", "agent_loss", "designer_loss",
+        "memory_designs", "memory_in_band", "drift_kl", "time_total_s")
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def run_name(name: str, arm: str, seed: int) -> str:
+    return f"{name}-{arm}-s{seed}"
+
+
+def arm_seed(key: str) -> tuple[str, str]:
+    """The arm and seed of a run name made by run_name."""
+    *_, arm, seed = key.split("-")
+    return arm, seed[1:]
+
+
+def evaluations(run: Path) -> dict[int, dict[str, float]]:
+    """Per evaluated iteration, each distinct item's outcome ("<env>/<seed>" -> 0 or 1)."""
+    by_it: dict[int, dict[str, float]] = {}
+    for r in rows(run / "eval.jsonl"):
+        by_it.setdefault(r["iteration"], {})[f"{r['env']}/{r['seed']}"] = float(r["solved"])
+    return by_it
+
+
+def transfers(run: Path) -> dict[int, dict[str, dict[str, dict]]]:
+    """Per iteration with transfer suites: suite -> {"strict": outcomes, "lenient": outcomes}."""
+    out: dict = {}
+    for r in rows(run / "transfer.jsonl"):
+        scores = out.setdefault(r["iteration"], {}).setdefault(r["suite"], {"strict": {}, "lenient": {}})
+        for score in scores:
+            if r[score] is not None:
+                scores[score][f"{r['env']}/{r['seed']}"] = float(r[score])
+    return out
+
+
+def finished(run: Path, iterations: int) -> bool:
+    """Whether a run did all its iterations and evaluated the last one."""
+    return any(r["iteration"] == iterations - 1 and "eval_solve_rate" in r for r in rows(run / "metrics.jsonl"))
+
+
+def record(run: Path, iterations: int) -> dict:
+    """What a run directory holds for the summary (unpacked outcomes)."""
+    metrics = [{k: r.get(k) for k in KEPT} for r in rows(run / "metrics.jsonl") if r["iteration"] >= 0]
+    return {"finished": finished(run, iterations), "evals": evaluations(run), "transfer": transfers(run),
+            "iterations": metrics}
+
+
+def seconds_at(iterations: list[dict], it: int) -> float:
+    """Training seconds (time_total_s, evaluations excluded) up to and including iteration `it`."""
+    return sum(r.get("time_total_s") or 0.0 for r in iterations if r["iteration"] <= it)
+
+
+def compare_transfer(start: dict, last: dict) -> dict:
+    """Per suite and score (strict, lenient), the last point against the start."""
+    return {suite: {score: curve.compare(start[suite][score], got[score])
+                    for score, outcomes in got.items() if outcomes and start.get(suite, {}).get(score)}
+            for suite, got in last.items() if suite in start}
+
+
+def run_summary(rec: dict, start: dict, exclude: list[str]) -> dict:
+    evals = {-1: start["evals"], **{it: o for it, o in rec["evals"].items() if it >= 0}}
+    points = []
+    for it, outcomes in sorted(evals.items()):
+        if sorted(outcomes) != sorted(start["evals"]):
+            raise ValueError(f"iteration {it} did not play the same items as the starting policy")
+        points.append({**curve.point(it, start["evals"], outcomes, exclude),
+                       "seconds": seconds_at(rec["iterations"], it)})
+    last_t = max((it for it in rec["transfer"] if it >= 0), default=None)
+    last = evals[max(evals)]
+    per_env: dict[str, list[float]] = {}
+    for key, solved in last.items():
+        per_env.setdefault(curve.env_of(key), []).append(solved)
+    return {"finished": rec["finished"], "points": points, "iterations": rec["iterations"],
+            "transfer": {"iteration": last_t, **compare_transfer(start["transfer"], rec["transfer"][last_t])}
+            if last_t is not None else {},
+            "final_per_env": {env: sum(v) / len(v) for env, v in sorted(per_env.items())}}
+
+
+def arm_table(runs: dict[str, dict]) -> dict:
+    """Per arm over its seeds: start, last point and paired delta (and each transfer suite's),
+    each the mean over seeds with a 95% t interval."""
+    out = {}
+    for arm in sorted({arm_seed(k)[0] for k in runs}, key=list(ARMS).index):
+        mine = [s for k, s in runs.items() if arm_seed(k)[0] == arm]
+        lasts = [s["points"][-1] for s in mine]
+        row = {"runs": len(mine), "finished": sum(s["finished"] for s in mine),
+               **{f: curve.over_seeds([p[f] for p in lasts]) for f in ("base", "other", "delta")},
+               "seeds_p_below_0.05": sum(p["p"] < 0.05 for p in lasts), "transfer": {}}
+        for s in mine:
+            for suite, scores in s["transfer"].items():
+                if suite != "iteration":
+                    for score, c in scores.items():
+                        row["transfer"].setdefault(suite, {}).setdefault(score, []).append(c)
+        row["transfer"] = {suite: {score: {f: curve.over_seeds([c[f] for c in cs]) for f in ("base", "other", "delta")}
+                                   for score, cs in scores.items()} for suite, scores in row["transfer"].items()}
+        out[arm] = row
+    return out
+
+
+def summarize(settings: dict, start: dict, records: dict[str, dict]) -> dict:
+    """The whole summary: evidence, every run's points and transfer, the arm table, and the raw
+    outcomes (packed) that let another machine continue from this file alone."""
+    sets = [start["evals"]] + [o for r in records.values() for it, o in r["evals"].items() if it >= 0]
+    exclude = curve.saturated(sets)
+    runs = {key: run_summary(rec, start, exclude) for key, rec in records.items() if rec["evals"]}
+    keys = sorted(start["evals"])
+    return {"version": VERSION, "settings": settings,
+            "evidence": {"distinct": len(keys), "saturated": exclude, "never_solved": curve.never_solved(sets),
+                         "items": sum(curve.env_of(k) not in exclude for k in keys)},
+            "runs": runs, "arms": arm_table(runs), "raw": pack_raw(start, records)}
+
+
+def pack_raw(start: dict, records: dict[str, dict]) -> dict:
+    keys = sorted(start["evals"])
+    tkeys = {s: sorted(set(o["strict"]) | set(o["lenient"])) for s, o in start["transfer"].items()}
+
+    def packed(transfer):
+        return {it: {s: {score: curve.pack(o, tkeys[s]) for score, o in scores.items()}
+                     for s, scores in suites.items() if s in tkeys} for it, suites in transfer.items()}
+    return {"items": keys, "transfer_items": tkeys,
+            "start": {"evals": curve.pack(start["evals"], keys), "transfer": packed({-1: start["transfer"]})[-1]},
+            "runs": {k: {"finished": r["finished"], "iterations": r["iterations"],
+                         "evals": {it: curve.pack(o, keys) for it, o in r["evals"].items()},
+                         "transfer": packed(r["transfer"])} for k, r in records.items()}}
+
+
+def unpack_raw(raw: dict) -> tuple[dict, dict[str, dict]]:
+    """pack_raw's inverse: the start and the run records."""
+    keys, tkeys = raw["items"], raw["transfer_items"]
+
+    def transfer(t):
+        return {int(it): {s: {score: curve.unpack(p, tkeys[s]) for score, p in scores.items()}
+                          for s, scores in suites.items()} for it, suites in t.items()}
+    start = {"evals": curve.unpack(raw["start"]["evals"], keys), "transfer": transfer({-1: raw["start"]["transfer"]})[-1]}
+    runs = {k: {"finished": r["finished"], "iterations": r["iterations"], "transfer": transfer(r["transfer"]),
+                "evals": {int(it): curve.unpack(p, keys) for it, p in r["evals"].items()}} for k, r in raw["runs"].items()}
+    return start, runs
+
+
+def load_previous(path: Path | None, settings: dict) -> tuple[dict | None, dict[str, dict]]:
+    """The start and run records of an earlier summary with the same settings (seeds aside)."""
+    if path is None or not path.is_file():
+        return None, {}
+    old = json.loads(path.read_text())
+    same = {k: v for k, v in old.get("settings", {}).items() if k != "seeds"} == \
+           {k: v for k, v in settings.items() if k != "seeds"}
+    if old.get("version") != VERSION or not same:
+        print(f"{path}: another schema or other settings; its runs are not continued from it")
+        return None, {}
+    return unpack_raw(old["raw"])
