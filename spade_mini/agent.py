@@ -151,21 +151,6 @@ def turn_budget(policy, max_new_tokens: int):
     return fits
 
 
-def probe_chats(sources: list[str], count: int, template: str = DEFAULTS.agent_template,
-                limits: SandboxLimits | None = None, first_seed: int = 7_000_000) -> list[list[dict]]:
-    """The first agent message of `count` episodes, round robin over `sources` on fixed seeds:
-    the drift probe (policy/drift.py). Environments that fail to start are skipped."""
-    chats = []
-    for i in range(count if sources else 0):
-        try:
-            with SandboxedEnv(sources[i % len(sources)], limits=limits) as env:
-                obs, info = env.reset(seed=first_seed + i)
-        except SandboxError:
-            continue
-        chats.append([{"role": "user", "content": first_message(obs, info.get("tools") or None, None, template)}])
-    return chats
-
-
 def play_settings(cfg) -> dict:
     """The keyword arguments of `play_episodes` that a Config sets: training, the fixed-set curve
     and held-out evaluation play under the same rules."""

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from spade_mini.envs import MAX_TURNS, TIERS
+from spade_mini.presets import PRESETS  # plain data: what each preset changes
 from spade_mini.reward import DESIGNER_REWARD_KINDS, REGRET_ESTIMATORS, lowest_valid_reward
 
 
@@ -269,61 +270,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "report_to": ("none", "tensorboard", "wandb"),
     "examples": tuple(TIERS),
 }
-
-# Every preset keeps its environments at the agent's edge (README, "The active pool"): designs
-# are admitted to a pool when the agent's no-hint plays were informative and replayed for 4
-# iterations (the reference keeps each game 4 steps), the designer runs every 4 iterations or
-# when the pool is short, and its reward pays regret only inside the band, against the mean of
-# its whole cohort.
-ACTIVE_POOL = dict(pool_max_age=4, design_every=4, designer_reward="gated_blend", designer_baseline="cohort")
-
-# Presets only list what differs from the defaults above.
-PRESETS: dict[str, dict] = {
-    # The tests' preset and a smoke run: a few iterations of the whole loop on a 2-core CPU in
-    # minutes, sized so that the 135M embedded model really plays (float32 whatever the CPU, so
-    # that tests compare the same numbers on every machine): the starter tier (one- and two-step games it wins
-    # sometimes) as its examples, a warm start on them, the short "answer" agent prompt (turns
-    # end with EOS), one memory reference per prompt, 8 paired seeds per design (the agent needs
-    # returns that differ within a design to learn anything) and a learning rate that moves a
-    # LoRA adapter in a few iterations. Quantization is off: 4-bit decoding is slower on CPU and
-    # saves little memory on a 135M model.
-    "cpu-smoke": dict(
-        model="embedded", quantize="none", dtype="float32", iterations=3, designs_per_iteration=4,
-        plays_per_design=8, design_max_new_tokens=400, hint_max_new_tokens=48,
-        turn_max_new_tokens=24, max_turns=6, max_context_tokens=2048, corpus_max_words=60,
-        lora_r=16, lora_alpha=32, lr=5e-4, hint_source="env", micro_batch=4,
-        examples="starter", eval_seeds=16,
-        agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
-        warm_start_designs=2, warm_start_turns=8, **ACTIVE_POOL,
-    ),
-    # A CPU run that learns, on the built-in model that measures best for it
-    # (docs/choosing-a-model.md): Qwen2.5-Coder-1.5B-Instruct writes valid environments and plays the starter tier
-    # at its edge without any warm start (so nothing it trains on leaks into what the curve
-    # measures). Unquantized, dtype measured (bf16 where this CPU computes it faster); the
-    # environments' own hints (writing one costs a generation call a design); a design budget
-    # its sources fit; agent turns short ("answer"); 40 seeds per held-out starter for --eval-every
-    # (419 distinct items a point, enough to see a change of about 0.10), and 8 seeds or items
-    # per environment or family of the transfer suites at the start and the last point.
-    "cpu": dict(
-        model="qwen-coder-1.5b", quantize="none", iterations=3, designs_per_iteration=8,
-        plays_per_design=8, design_max_new_tokens=512, hint_max_new_tokens=48,
-        turn_max_new_tokens=24, max_turns=6, max_context_tokens=1024, corpus_max_words=60,
-        lora_r=16, lora_alpha=32, lr=2e-4, hint_source="env", micro_batch=4,
-        examples="starter", eval_seeds=40, transfer_items=8, agent_template="answer", memory_references=1,
-        **ACTIVE_POOL, valid_designs=4, design_attempts=16, design_seconds=600,
-    ),
-    # The paper's smallest model, in 4-bit with LoRA, on one GPU of 24 GB or more (the memory
-    # plan chunks every phase to the device: docs/gpu.md); the paper's agent prompt
-    # ("reasoning"), no warm start (an instruct model of this size needs none).
-    "gpu": dict(
-        model="Qwen/Qwen3-4B-Instruct-2507", quantize="4bit", iterations=400,
-        designs_per_iteration=24, plays_per_design=8, design_max_new_tokens=4096,
-        hint_max_new_tokens=256, turn_max_new_tokens=1024, max_context_tokens=16384,
-        corpus_max_words=2000, gradient_checkpointing=True, lr=1e-5, micro_batch=64,
-        **ACTIVE_POOL, valid_designs=12, design_attempts=72,
-    ),
-}
-
 
 class ConfigError(ValueError):
     """A bad flag or config file; its message is one sentence naming the fix."""

@@ -24,11 +24,12 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from spade_mini.agent import Job, play_episodes, play_settings, probe_chats, turn_budget
+from spade_mini.agent import Job, play_episodes, play_settings, turn_budget
 from spade_mini.designer import design_environments, design_record, episode_hints, generate_hints, skill_schedule
-from spade_mini.pool import Pool
+from spade_mini.pool import Pool, spread
+from spade_mini.probe import probe_chats
 from spade_mini.reinforce import Sample, role_token_counts, update
-from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages,
+from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages, informative_episodes,
                                lowest_valid_reward, score_playables)
 from spade_mini.run import distributed
 from spade_mini.sandbox import SandboxLimits
@@ -61,21 +62,6 @@ class Playable:
     source: str
     design: object | None = None   # the Design, when the designer wrote it this iteration
     plays: int = 0                 # its no-hint episodes this iteration
-
-
-def spread(total: int, count: int) -> list[int]:
-    """`total` plays over `count` environments, sizes differing by at most one."""
-    base, extra = divmod(total, count) if count else (0, 0)
-    return [base + (i < extra) for i in range(count)]
-
-
-def informative_episodes(episodes: list) -> int:
-    """No-hint episodes in groups (one environment's plays) whose returns differ: the ones
-    REINFORCE with a group baseline learns from."""
-    groups: dict[str, list[float]] = {}
-    for e in episodes:
-        groups.setdefault(e.job.design_id, []).append(e.ret)
-    return sum(len(rets) for rets in groups.values() if len(set(rets)) > 1)
 
 
 def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, list, dict]:

@@ -41,6 +41,12 @@ class PoolEnv:
     replays: int = 0         # iterations it was replayed in
 
 
+def spread(total: int, count: int) -> list[int]:
+    """`total` plays over `count` environments, sizes differing by at most one."""
+    base, extra = divmod(total, count) if count else (0, 0)
+    return [base + (i < extra) for i in range(count)]
+
+
 def informative(returns: list[float], band: tuple[float, float] = BAND) -> bool:
     """Some won and some lost, at a solve rate (return > 0) inside the band."""
     if not returns:
@@ -111,8 +117,7 @@ class Pool:
             return []
         count = max(1, min(len(self.envs), episodes // max(1, group)))
         chosen = sorted(self.envs, key=lambda e: (e.replays, e.admitted))[:count]
-        base, extra = divmod(episodes, count)
-        return [(e, base + (i < extra)) for i, e in enumerate(chosen)]
+        return list(zip(chosen, spread(episodes, count)))
 
     def drop(self, env_id: str, why: str, iteration: int) -> None:
         """Remove an environment at once (it crashed in play), never to come back."""

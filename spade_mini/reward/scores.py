@@ -46,3 +46,12 @@ def score_playables(playables: list, episodes: list, cfg, potential: LearningPot
         scores[p.id] = dataclasses.replace(score, failure=failure)
         trained += usable
     return scores, trained
+
+
+def informative_episodes(episodes: list) -> int:
+    """No-hint episodes in groups (one environment's plays) whose returns differ: the ones
+    REINFORCE with a group baseline learns from."""
+    groups: dict[str, list[float]] = {}
+    for e in episodes:
+        groups.setdefault(e.job.design_id, []).append(e.ret)
+    return sum(len(rets) for rets in groups.values() if len(set(rets)) > 1)
