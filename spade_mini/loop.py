@@ -250,7 +250,7 @@ def play_the_rest(state: State, cfg, fresh: list, scores: dict, trained: list, r
             if not scores[p.id].failure and pool.admit(p.id, p.skill, p.setting, p.source, returns, it):
                 admitted.append(p.id)
         plan = [Playable(e.id, e.skill, e.setting, e.source, plays=n) for e, n in pool.split(rest, cfg.plays_per_design)]
-    left = rest - sum(p.plays for p in plan)
+    left = rest - sum(p.plays for p in plan) if pool is not None else 0  # without a pool: as before
     playable = [p for p in fresh if not scores[p.id].failure]
     plan += [Playable(p.id, p.skill, p.setting, p.source, plays=n)
              for p, n in zip(playable, spread(left, len(playable))) if n]

@@ -270,9 +270,10 @@ def test_make_train_designs_validates_and_updates_on_the_embedded_model(tmp_path
     """cpu-smoke on SmolLM2-135M, exactly as `make train` runs it (its warm start comes from the
     shared cache, built here on a fresh machine: about 4 minutes), for one iteration: every slot
     holds a design that went through validation with its stage and reasons, and the designer's
-    update is taken (graded rewards rank its attempts). Whether a design is valid is not asserted:
-    at this scale most are not (docs/learning-curves.md)."""
-    row = _embedded_iteration(tmp_path, "one")
+    update is taken (graded rewards rank its attempts; --designer-only-steps, since at this scale
+    the agent's groups are rarely informative, and a designer-only step is skipped by default).
+    Whether a design is valid is not asserted: at this scale most are not (docs/learning-curves.md)."""
+    row = _embedded_iteration(tmp_path, "one", "--designer-only-steps")
     assert row["designs"] == 4 and row["update_skipped"] is None and row["trained_tokens"] > 0, row
     for line in (tmp_path / "one" / "samples.jsonl").read_text().splitlines():
         sample = json.loads(line)
@@ -286,7 +287,7 @@ def test_the_agent_plays_and_takes_an_update_on_the_embedded_model(tmp_path):
     update is taken with a non-zero loss. One update: whether the agent learns is the learning
     curve's question (README)."""
     row = _embedded_iteration(tmp_path, "pool", "--fixed-pool")
-    assert row["episodes"] == 64 and row["crashed_episodes"] == 0, row
+    assert row["episodes"] == 32 and row["crashed_episodes"] == 0, row  # 4 examples x 8 seeds, no hint arm
     assert row["eos_fraction"] >= 0.8 and row["update_skipped"] is None, row
     assert row["agent_loss"] != 0.0 and row["trained_tokens"] > 0, row
 

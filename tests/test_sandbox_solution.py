@@ -34,13 +34,13 @@ REFUSED = {
     "always_pays": (with_solution(SIMPLE.replace("won = action", "won = self.turns >= 3 and action[7:-1].isdigit() or action"),
                                   BOXED_TARGET),
                     "the outcome ignores the agent: a constant action (another seed's first "
-                    "solution action, repeated) wins on a seed where it is not that seed's own"),
+                    "solution action, repeated) wins on 1/"),
     # any boxed digit wins when the seed's digit is 3, 6 or 9: a coin flip the seed decides,
     # which the agent's plays would show as "informative" (some won, some lost) while teaching
     # nothing; blind players win on one seed of the four, which a majority rule let pass
     "seed_coin_flip": (with_solution(SIMPLE.replace(WIN_CHECK, WIN_CHECK + " or (self.target % 3 == 0"
                                                     " and action.strip()[7:-1].isdigit())"), BOXED_TARGET),
-                       "wins on a seed where it is not that seed's own solution"),
+                       "a constant action (another seed's first solution action, repeated) wins on 1/"),
     "any_number_wins": (with_solution(SIMPLE.replace(WIN_CHECK, r'won = action[7:-1].isdigit()'),
                                       BOXED_TARGET),
                         "the outcome ignores the agent: a constant action"),
