@@ -7,6 +7,7 @@ docstring; the base class turns them into JSON-schema function specs (returned b
 next observation. Subclasses implement:
 
     _reset(self, rng: random.Random) -> str    build the simulated state, return the task text
+                                               (at difficulty `self.level`, 0 to `levels` - 1)
     _check_answer(self, answer: str) -> bool   is the final answer correct?
 
 Actions: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` or `<answer>...</answer>`.
@@ -61,6 +62,7 @@ class ToolUseEnv:
 
     max_turns = 25  # envs.MAX_TURNS: this file runs in the sandbox, which has no spade_mini (a test checks)
     end_on_wrong_answer = True
+    levels = 1  # difficulty levels a subclass offers; reset(options={"level": n}) picks one
 
     def _reset(self, rng: random.Random) -> str:
         raise NotImplementedError
@@ -73,9 +75,10 @@ class ToolUseEnv:
         return [tool_spec(getattr(cls, name)) for name in sorted(dir(cls))
                 if name.startswith("tool_") and callable(getattr(cls, name))]
 
-    def reset(self, seed=None):
+    def reset(self, seed=None, options=None):
         self.rng = random.Random(seed)
         self.turns = 0
+        self.level = (options or {}).get("level", 0)
         return self._reset(self.rng), {"tools": self.tools()}
 
     def step(self, action: str):

@@ -223,7 +223,7 @@ def _golden(section):
 #   regret (debiased, lowest valid -0.5): -1 + (level + 1) * 0.5 / 9
 #   every other reward (lowest valid 0):  -1 + (level + 1) / 9
 README_TABLE = {"no_code": 0, "syntax": 1, "structure": 2, "load": 3, "reset": 4, "step": 5, "episode": 6,
-                "solution": 7, "play": 8, "duplicate": 9}
+                "solution": 7, "decided": 8, "instances": 9, "play": 10, "duplicate": 11}
 
 
 def test_one_reply_per_stage_reaches_its_stage_and_reward():
@@ -236,7 +236,7 @@ def test_one_reply_per_stage_reaches_its_stage_and_reward():
     designs = design_environments(policy, skills_for("games")[:1] * len(cases), None, None,
                                   random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
     assert [d.stage for d in designs] == [c["stage"] for c in cases], [d.reasons for d in designs]
-    for floor, spacing in ((-0.5, 0.5 / 11), (0.0, 1 / 11)):
+    for floor, spacing in ((-0.5, 0.5 / 13), (0.0, 1 / 13)):
         rewards = apply_invalid_policy([(d.stage, 0.25, True) for d in designs], "graded", -1.0, floor)
         for d, r in zip(designs, rewards):
             want = 0.25 if d.stage == "valid" else -1 + (README_TABLE[d.stage] + 1) * spacing

@@ -63,14 +63,14 @@ HAND_DESIGNER = {
 }
 # Graded: 10 levels (no_code, syntax, structure, load, reset, step, episode, solution, play,
 # duplicate) evenly spaced strictly inside (invalid_reward, valid_floor): level l earns
-# low + (l + 1) * step, step = (floor - low) / 11. With (-1, 0): -10/11, ..., -1/11.
+# low + (l + 1) * step, step = (floor - low) / 13. With (-1, 0): -12/13, ..., -1/13.
 # A reply cut off at its budget (finished false) earns half a step less: syntax 2 -> 1.5 steps.
 HAND_INVALID = {
     "constant": [0.5, -1.0, 0.0],  # the invalid one gets invalid_reward, its 0.9 is ignored
     "drop": [0.5, None, 0.0],      # the invalid one yields no sample
-    # ten levels, no_code .. duplicate (a valid copy tops them), in 11 even steps below the floor
-    "graded": [0.5] + [-1 + (level + 1) / 11 for level in range(10)],
-    "graded_below_debiased_floor": [-1 + 0.5 / 11, -1 + 9 * 0.5 / 11, -1 + (2 - 0.5) * 0.5 / 11],
+    # twelve stages, no_code .. duplicate (a valid copy tops them), in 13 even steps below the floor
+    "graded": [0.5] + [-1 + (level + 1) / 13 for level in range(12)],
+    "graded_below_debiased_floor": [-1 + 0.5 / 13, -1 + 11 * 0.5 / 13, -1 + (2 - 0.5) * 0.5 / 13],
 }
 # Learning potential (the reference's), g_fast = 0.98, g_slow = 0.85, mu <- (1 - g) mu + g r:
 #   iteration 1: mu_slow unseen = 0. Designs [1, 1] -> |1 - 0| = 1; [0, 0] -> |0 - 0| = 0.

@@ -75,7 +75,7 @@ def test_long_observation_is_cut_here_too(sandbox):
 
 
 def test_forged_start_up_reply_changes_nothing(sandbox):
-    fake = OK % (0, '{"class_name": "FakeEnv", "has_hint": true, "has_solution": true, '
+    fake = OK % (0, '{"class_name": "FakeEnv", "has_hint": true, "has_solution": true, "levels": 1, '
                     '"layers": []}')
     env = sandbox(env_source('return "o", 0.0, False, False, {}', top=f"reply({fake!r} + chr(10))"))
     assert env.layers == list(available_layers())  # from the parent's probe, not from a reply

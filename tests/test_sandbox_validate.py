@@ -72,21 +72,25 @@ STAGE_SOURCES = [
     ("episode", SIMPLE.replace('won = action.strip() ==', 'won = True or action.strip() ==')),  # anything wins
     ("solution", SIMPLE),  # no solution()
     ("solution", SOLVED.replace("return [", "return ['\\\\boxed{0}'] or [")),  # it loses
+    # one guess ends the episode, and the text never shows which digit: a coin flip
+    ("decided", SOLVED.replace("float(won), won, self.turns >= 10", "float(won), True, False")),
+    ("instances", SOLVED.replace("self.rng.randint(1, 9)", "self.rng.randint(1, 2)")),  # two games
     ("valid", SOLVED),
 ]
+INSTANCES = 3  # the least distinct instances asked of STAGE_SOURCES (SOLVED has 9)
 
 
 @pytest.mark.parametrize("stage, source", STAGE_SOURCES,
                          ids=[f"{s}-{i}" for i, (s, _) in enumerate(STAGE_SOURCES)])
 def test_each_stage_is_named_by_the_first_check_that_fails(stage, source):
-    v = validate_env(source, limits=FAST)
+    v = validate_env(source, limits=FAST, min_instances=INSTANCES)
     assert v.stage == stage, v.reasons
     assert v.ok == (stage == "valid") and (v.reasons == []) == v.ok
 
 
 def test_stages_are_ordered_and_public():
     assert STAGES == ("syntax", "structure", "load", "reset", "step", "episode", "solution",
-                      "valid")
+                      "decided", "instances", "valid")
     assert {s for s, _ in STAGE_SOURCES} == set(STAGES)
 
 

@@ -16,8 +16,12 @@ and write one in a single reply.
 EXAMPLES seed the environment memory and form the fixed-pool baseline. HELDOUT is for evaluation
 only and must never be shown to the designer. The starter tier (`starter/`) is the same split one
 step easier, sized for the embedded 135M model: STARTER (one- or two-step tasks with a hint that
-says where the answer is) and STARTER_HELDOUT (tasks of other kinds, for evaluation only). Omitted on purpose: difficulty levels (each
-environment has one modest difficulty, sized for a small model).
+says where the answer is) and STARTER_HELDOUT (tasks of other kinds, for evaluation only).
+
+Levels: every EXAMPLE and STARTER environment has 4 difficulty levels (a class attribute
+`levels`; `reset(seed, options={"level": n})`), level 0 exactly the task it had before levels, so
+that earlier numbers do not move; the summaries below describe level 0. The held-out
+environments have one level. The active pool raises and lowers levels (spade_mini/pool.py).
 """
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +30,9 @@ ENV_DIR = Path(__file__).parent
 STARTER_DIR = ENV_DIR / "starter"
 MAX_TURNS = 25  # the contract's turn cap: no episode, generated or bundled, plays more (the reference's)
 # The checks of the contract, in the order sandbox/validate.py runs them; "valid": all passed.
-STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "solution", "valid")
+STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "solution", "decided", "instances",
+          "valid")
+MIN_INSTANCES = 8  # distinct instances a design must have over 16 seeds at each level (sandbox/instances.py)
 
 
 @dataclass(frozen=True)

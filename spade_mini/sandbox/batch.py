@@ -70,20 +70,23 @@ def _call_all(envs: Sequence[SandboxedEnv], op: str, args: list[dict],
 
 
 def reset_envs(envs: Sequence[SandboxedEnv], seeds: Sequence[int | None],
-               deadlines: Sequence[float]) -> tuple[list, list[float]]:
-    """Reset every environment at once: ((obs, info) or the SandboxError, seconds) per slot.
-    A child that must be replaced first (after an error, or a thread left running) is reset
-    alone, as `reset` does, before the others start."""
+               deadlines: Sequence[float], levels: Sequence[int] | None = None) -> tuple[list, list[float]]:
+    """Reset every environment at once: ((obs, info) or the SandboxError, seconds) per slot,
+    each at its level of `levels` (default: the level it was made with; ValueError for one
+    it does not have). A child that must be replaced first (after an error, or a thread left
+    running) is reset alone, as `reset` does, before the others start."""
+    options = [None] * len(envs) if levels is None else [{"level": n} for n in levels]
     first: dict[int, object] = {}
     for i, env in enumerate(envs):
         if env._needs_fresh_child():
             try:
-                first[i] = env.reset(seed=seeds[i])
+                first[i] = env.reset(seed=seeds[i], options=options[i])
             except SandboxError as exc:
                 first[i] = exc
     rest = [i for i in range(len(envs)) if i not in first]
     out, took = _call_all([envs[i] for i in rest], "reset",
-                          [{"seed": envs[i]._seeded(seeds[i])} for i in rest],
+                          [{"seed": envs[i]._seeded(seeds[i]), "level": envs[i].level_of(options[i])}
+                           for i in rest],
                           [min(deadlines[i], envs[i]._until(envs[i].limits.call_timeout_s))
                            for i in rest])
     values, seconds = [None] * len(envs), [0.0] * len(envs)

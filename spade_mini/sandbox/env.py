@@ -12,8 +12,10 @@ it starts and shared by writing the request and reading the reply:
 and none runs past `deadline` when one is given (validate_env's overall budget). After any
 error the child is killed (the next reset() starts a fresh one); a child whose environment left
 a thread or a process running is replaced at the next reset(), so a spinning thread costs one
-episode at most; one that starts a thread while loading does not load. `options` in reset() is
-accepted for gymnasium and ignored. `start_envs` starts many children at once.
+episode at most; one that starts a thread while loading does not load. `start_envs` starts many
+children at once. Levels: `reset(seed=s, options={"level": n})` plays level n of an environment
+with `levels` (a class attribute); `SandboxedEnv(level=n)` sets the level played without that
+option (gymnasium's registration kwarg). No other option reaches the environment.
 
 Seeding is gymnasium's: `reset(seed=s)` plays seed s (and reseeds `np_random` with it);
 `reset()` plays the next seed drawn from `np_random`, so `reset(seed=s)` followed by any number
@@ -36,7 +38,7 @@ from spade_mini.sandbox.process import Child, available_layers, start_error
 from spade_mini.sandbox.protocol import check_shape, decode, tools_problem, unwrap
 from spade_mini.sandbox.source import MAX_SOURCE_CHARS, SourceError, imported_modules, parse_source
 from spade_mini.sandbox.spaces import into_space, text_space
-from spade_mini.sandbox.worker import ALLOWED_IMPORTS
+from spade_mini.sandbox.worker import ALLOWED_IMPORTS, MAX_LEVELS
 
 START_PARALLEL = 2 * (os.cpu_count() or 1)  # children loading at once in start_envs
 EXIT_WAIT_S = 0.2  # after the reply pipe closed: how long to wait for the exit code
@@ -72,17 +74,20 @@ class SandboxedEnv(gymnasium.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, source: str, *, limits: SandboxLimits | None = None,
-                 deadline: float | None = None, layers: tuple[str, ...] | None = None):
+                 deadline: float | None = None, layers: tuple[str, ...] | None = None, level: int = 0):
         """`deadline`: a time.monotonic() instant that no call of this environment runs past.
         `layers`: the kernel layers its child applies, some of `available_layers()` (default:
-        all of them); fewer only in tests, to show what one layer stops alone."""
-        self._setup(source, limits, deadline, layers)
+        all of them); fewer only in tests, to show what one layer stops alone. `level`: the
+        difficulty level a reset plays unless its options name another."""
+        self._setup(source, limits, deadline, layers, level)
         self._launch(self._until(self.limits.load_timeout_s))
         self._await_ready()
 
     def _setup(self, source: str, limits: SandboxLimits | None, deadline: float | None,
-               layers: tuple[str, ...] | None = None) -> None:
+               layers: tuple[str, ...] | None = None, level: int = 0) -> None:
         self.source = source
+        self.level = level  # what reset() plays without options={"level": n}
+        self.levels = 1  # how many the environment has (from its start-up reply)
         self.limits = limits or SandboxLimits()
         self.deadline = deadline
         self.observation_space = text_space(self.limits.max_obs_chars)
@@ -118,7 +123,8 @@ class SandboxedEnv(gymnasium.Env):
             ready = child.ready(self._start_deadline, self.limits.load_timeout_s)
             if not (isinstance(ready, dict) and type(ready.get("class_name")) is str
                     and type(ready.get("has_hint")) is bool
-                    and type(ready.get("has_solution")) is bool):
+                    and type(ready.get("has_solution")) is bool and type(ready.get("levels")) is int
+                    and 1 <= ready["levels"] <= MAX_LEVELS):
                 raise EnvProtocolError("malformed start-up reply from the environment process")
             threads, subprocesses = child.census()
             if threads > 1 or subprocesses:
@@ -129,7 +135,7 @@ class SandboxedEnv(gymnasium.Env):
             self._stop()
             raise start_error(exc, code) from None
         self.class_name, self.has_hint = ready["class_name"], ready["has_hint"]
-        self.has_solution = ready["has_solution"]
+        self.has_solution, self.levels = ready["has_solution"], ready["levels"]
 
     def _stop(self) -> None:
         child, self._child = self._child, None
@@ -229,7 +235,15 @@ class SandboxedEnv(gymnasium.Env):
         obs, reward, terminated, truncated, info = value
         return self._observation(obs), reward, terminated, truncated, info
 
+    def level_of(self, options: dict | None) -> int:
+        """The level a reset with these options plays; ValueError for one it does not have."""
+        level = (options or {}).get("level", self.level)
+        if type(level) is not int or level < 0 or (self.class_name is not None and level >= self.levels):
+            raise ValueError(f"level {level!r} is not one of this environment's levels 0 to {self.levels - 1}")
+        return level
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.level_of(options)
         seed = self._seeded(seed)
         limits = self.limits
         end = None
@@ -239,8 +253,9 @@ class SandboxedEnv(gymnasium.Env):
             self.restarts += 1
             self._launch(self._until(limits.load_timeout_s, end))
             self._await_ready()
+        level = self.level_of(options)  # now that the environment has said how many it has
         return self._reset_reply(self._call("reset", self._until(limits.call_timeout_s, end),
-                                            limits.max_obs_chars, seed=seed))
+                                            limits.max_obs_chars, seed=seed, level=level))
 
     def step(self, action: str):
         sent, _ = into_space(str(action), self.limits.max_action_chars)

@@ -17,16 +17,17 @@ from spade_mini.sandbox.limits import SandboxLimits
 
 
 class Fresh:
-    """Fresh children of one source, one per episode; `close()` stops every one it made."""
+    """Fresh children of one source, one per episode, each resetting to `level` unless told
+    otherwise; `close()` stops every one it made."""
 
-    def __init__(self, source: str, limits: SandboxLimits | None, deadline: float | None):
-        self.source, self.limits, self.deadline = source, limits, deadline
+    def __init__(self, source: str, limits: SandboxLimits | None, deadline: float | None, level: int = 0):
+        self.source, self.limits, self.deadline, self.level = source, limits, deadline, level
         self.made: list[SandboxedEnv] = []
         self.spare: SandboxedEnv | None = None
 
     def _launch(self) -> SandboxedEnv:
         env = SandboxedEnv.__new__(SandboxedEnv)
-        env._setup(self.source, self.limits, self.deadline)
+        env._setup(self.source, self.limits, self.deadline, level=self.level)
         self.made.append(env)
         env._launch(env._until(env.limits.load_timeout_s))
         return env

@@ -53,10 +53,11 @@ class _Solver(SandboxedEnv):
     """A SandboxedEnv that can also ask for solution(); private, so the play API never can."""
 
     @classmethod
-    def launch(cls, source: str, limits: SandboxLimits | None, deadline: float | None):
-        """A solver whose child starts loading now; call `ready()` before anything else."""
+    def launch(cls, source: str, limits: SandboxLimits | None, deadline: float | None, level: int = 0):
+        """A solver whose child starts loading now, resetting to `level`; call `ready()` before
+        anything else."""
         solver = cls.__new__(cls)
-        solver._setup(source, limits, deadline)
+        solver._setup(source, limits, deadline, level=level)
         solver._launch(solver._until(solver.limits.load_timeout_s))
         return solver
 
@@ -77,12 +78,12 @@ class _Solver(SandboxedEnv):
 
 
 def solve(source: str, seeds: Sequence[int], *, max_actions: int,
-          limits: SandboxLimits | None = None, deadline: float | None = None) -> list[Solved]:
-    """For each seed: reset, then the episode's hint() and solution(), from one child of their
-    own. A `SandboxError` when the source does not load or a call fails (`EnvRuntimeError`: the
+          limits: SandboxLimits | None = None, deadline: float | None = None, level: int = 0) -> list[Solved]:
+    """For each seed: reset (at `level`), then the episode's hint() and solution(), from one
+    child of their own. A `SandboxError` when the source does not load or a call fails (`EnvRuntimeError`: the
     environment raised; `EnvProtocolError`: solution() returned something else than 1 to
     `max_actions` strings)."""
-    with _Solver(source, limits=limits, deadline=deadline) as solver:
+    with _Solver(source, limits=limits, deadline=deadline, level=level) as solver:
         solved = []
         for seed in seeds:
             solver.reset(seed=seed)
@@ -92,10 +93,10 @@ def solve(source: str, seeds: Sequence[int], *, max_actions: int,
         return solved
 
 
-def launch_solver(source: str, limits: SandboxLimits | None, deadline: float | None):
+def launch_solver(source: str, limits: SandboxLimits | None, deadline: float | None, level: int = 0):
     """The child that `solution_reasons` will ask for solution(), loading from now on (close()
     it when done)."""
-    return _Solver.launch(source, limits, deadline)
+    return _Solver.launch(source, limits, deadline, level)
 
 
 def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_turns: int,

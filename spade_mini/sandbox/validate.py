@@ -20,7 +20,15 @@ result says which check failed first, as a stage of `STAGES`, and why:
     solution   (with require_solution) there is no solution(), it raises or returns no list of
                actions, its actions lose a fresh episode of their seed, or a blind player (another
                seed's solution, one action repeated) wins most seeds (solution.py)
+    decided    (with require_solution) two seeds show the same first observation, and the one
+               action that wins one of them loses the other (instances.py)
+    instances  (with require_solution) fewer than `min_instances` distinct (first observation,
+               solution) over 16 seeds (instances.py)
     valid      every check passed
+
+Every stage runs at one difficulty `level` (reset(seed, options={"level": level})): to
+validation each level is an environment of its own. `Validation.levels` says how many the
+environment has.
 
 Omitted: junk that an environment recognises as the probe's (the junk actions are fixed
 strings, so an environment can behave only when it sees them), and play beyond max_turns.
@@ -33,6 +41,7 @@ from dataclasses import dataclass, field
 from spade_mini.envs import MAX_TURNS, STAGES  # noqa: F401  (STAGES: the contract's, re-exported)
 from spade_mini.sandbox.env import SEED_BOUND
 from spade_mini.sandbox.episodes import Fresh, Trace, first_difference, play
+from spade_mini.sandbox.instances import GATE_SEEDS, gate_reasons
 from spade_mini.sandbox.limits import EnvLoadError, SandboxError, SandboxLimits
 from spade_mini.sandbox.solution import SOLUTION_EPISODES, launch_solver, solution_reasons
 from spade_mini.sandbox.source import SourceError, imported_modules, parse_source
@@ -53,6 +62,10 @@ class Validation:
     has_hint: bool = False
     stage: str = "valid"
     """The first check that failed, one of STAGES ("valid" when none did)."""
+    levels: int = 1
+    """How many difficulty levels the environment says it has (validated: the one asked for)."""
+    level: int = 0
+    """The level that was validated."""
 
 
 def static_check(source: str) -> tuple[str, str] | None:
@@ -102,7 +115,7 @@ def end_reasons(trace: Trace, max_turns: int) -> list[str]:
 def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns: int = MAX_TURNS,
                  time_budget_s: float = 30.0, require_solution: bool = True,
                  rng: random.Random | None = None, play_turns: int | None = None,
-                 action_fits=None) -> Validation:
+                 action_fits=None, level: int = 0, min_instances: int = 0) -> Validation:
     """Load, reset, probe and play episodes of `source` as play would, then (with
     `require_solution`) win with its solution() and lose with blind players; say why it fails,
     if it does. Seeds come from `rng` (default: a stream seeded by the source itself). Without
@@ -110,8 +123,10 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
     Episodes must end within `max_turns` (the contract's cap); the solution must win within
     `play_turns` (the run's cap, default max_turns), and `action_fits(action)`, run here in the
     parent on each solution action (a bounded string), returns why an action cannot be played
-    in one turn of the run (its token budget), or None."""
-    result = Validation(ok=False)
+    in one turn of the run (its token budget), or None. `level`: the difficulty level every
+    episode plays; `min_instances`: the `instances` stage's least number of distinct instances
+    (a run passes its K, envs.MIN_INSTANCES by default; 0: not counted)."""
+    result = Validation(ok=False, level=level)
     failed = static_check(source)
     if failed is not None:
         result.stage, reason = failed
@@ -124,7 +139,7 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
 
     def fail(*reasons: str) -> None:
         if reasons and not result.reasons:
-            result.stage = {"probe": "step", "hint": "episode"}.get(phase, phase)
+            result.stage = {"probe": "step", "hint": "episode", "gate": "decided"}.get(phase, phase)
         result.reasons.extend(reasons)
 
     def mark(name: str) -> None:
@@ -132,13 +147,17 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
         result.timings[phase] = time.monotonic() - start - sum(result.timings.values())
         phase = name
 
-    fresh, solver = Fresh(source, limits, deadline), None
+    fresh, solver = Fresh(source, limits, deadline, level), None
     try:
         if require_solution:  # its child loads while the stages before `solution` run
-            solver = launch_solver(source, limits, deadline)
+            solver = launch_solver(source, limits, deadline, level)
         env = fresh.take()
-        result.class_name, result.has_hint = env.class_name, env.has_hint
+        result.class_name, result.has_hint, result.levels = env.class_name, env.has_hint, env.levels
         mark("reset")
+        if not 0 <= level < env.levels:
+            fail(f"level {level} was asked for, but the environment has {env.levels} "
+                 f"(levels 0 to {env.levels - 1}; set the class attribute `levels`)")
+            return result
         seed = rng.randrange(SEED_BOUND)
         probe = Trace.begin(env, seed)
         twin = fresh.take()
@@ -179,6 +198,14 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
             seeds = [rng.randrange(SEED_BOUND) for _ in range(SOLUTION_EPISODES)]
             fail(*solution_reasons(fresh, solver, env.has_solution, max_turns=play_turns or max_turns,
                                    seeds=seeds, action_fits=action_fits))
+        if require_solution and not result.reasons:
+            mark("gate")
+            stage, reasons = gate_reasons(source, fresh, seeds=[rng.randrange(SEED_BOUND) for _ in range(GATE_SEEDS)],
+                                          max_turns=play_turns or max_turns, min_instances=min_instances,
+                                          limits=limits, deadline=deadline, level=level)
+            if reasons:
+                phase = stage
+                fail(*reasons)
         mark("done")
     except SandboxError as exc:
         if isinstance(exc, EnvLoadError) and phase == "load":

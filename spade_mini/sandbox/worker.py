@@ -9,7 +9,9 @@ source; after that, requests {"id", "op", ...} arrive on the request fd and repl
 stdout/stderr are /dev/null, so nothing the environment prints reaches the parent. The worker
 exits when the request pipe closes (the parent is gone) and re-checks its parent before each
 request. Before `reset(seed=s)` the global `random` is seeded with s, so an environment that
-uses it is still the same episode for the same seed. The op `solution` is asked for only by
+uses it is still the same episode for the same seed. An environment with levels (a class
+attribute `levels`, 1 to MAX_LEVELS; none: one level) is reset as gymnasium's convention has it,
+`reset(seed=s, options={"level": n})`; a one-level one as `reset(seed=s)`. The op `solution` is asked for only by
 the parent's solution.py (validation and the leak check), never by the play API.
 
 The import allowlist below only gives early, readable errors; it is NOT a security boundary
@@ -28,6 +30,7 @@ ALLOWED_IMPORTS = frozenset({
     "math", "numbers", "operator", "pprint", "random", "re", "statistics", "string",
     "textwrap", "typing", "unicodedata", "tooluse",
 })
+MAX_LEVELS = 8  # difficulty levels an environment may have (0 is the easiest)
 # What the parent finds the source importing is imported before hardening (afterwards, e.g. with
 # a uid of its own, the child may not be able to read a stdlib under /root).
 ENV_MODULE = "sandboxed_env"
@@ -113,7 +116,12 @@ def run_op(env, req: dict, cfg: dict, notes: list[str]):
     if req["op"] == "reset":
         if req["seed"] is not None:
             random.seed(req["seed"])  # the global generator too: same seed, same episode
-        out = env.reset(seed=req["seed"])
+        level = req.get("level", 0)
+        levels = env_levels(env)
+        if type(level) is not int or not 0 <= level < levels:
+            raise ProtocolViolation(f"level {level!r} asked, but the environment has levels 0 to {levels - 1}")
+        out = (env.reset(seed=req["seed"], options={"level": level}) if levels > 1
+               else env.reset(seed=req["seed"]))
         if type(out) is not tuple or len(out) != 2:
             raise ProtocolViolation("reset must return a tuple (observation, info)")
         if type(out[1]) is not dict:
@@ -137,6 +145,14 @@ def run_op(env, req: dict, cfg: dict, notes: list[str]):
     if req["op"] == "solution":
         return check_actions(env.solution(), req["max_actions"], cfg["max_action_chars"])
     raise ProtocolViolation(f"unknown op {req['op']!r}")
+
+
+def env_levels(env) -> int:
+    """How many difficulty levels the environment says it has (a class attribute `levels`)."""
+    levels = getattr(type(env), "levels", 1)
+    if type(levels) is not int or not 1 <= levels <= MAX_LEVELS:
+        raise StructureError(f"levels must be an int from 1 to {MAX_LEVELS}, got {levels!r}")
+    return levels
 
 
 def load_env(source: str):
@@ -236,7 +252,7 @@ def main() -> None:
         first = json.loads(requests.readline())
         env = load_env(first["source"])
         value = {"class_name": type(env).__name__, "has_hint": callable(getattr(env, "hint", None)),
-                 "has_solution": callable(getattr(env, "solution", None))}
+                 "has_solution": callable(getattr(env, "solution", None)), "levels": env_levels(env)}
         send(reply_fd, {"id": 0, "ok": True, "value": value, "notes": []}, cap)
     except BaseException as exc:  # anything the environment source does is reported, not fatal
         kind = "structure" if isinstance(exc, (ForbiddenImport, StructureError)) else "load"
