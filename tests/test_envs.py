@@ -31,7 +31,7 @@ SKILLS = {
 }
 MAX_TURNS = 25
 SEEDS = [0, 1, 7]
-DESIGN_TOKENS = 480  # an example, solution() included, in the embedded model's tokens
+DESIGN_TOKENS = 520  # an example with its levels, solution() included, in the embedded model's tokens
 FIRST_OBS_TOKENS = 64  # the first observation is in the agent's prompt every turn
 # Actions that must never win: junk text, empty boxes, and wrong final answers.
 JUNK = {

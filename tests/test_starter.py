@@ -16,7 +16,7 @@ ALL = STARTER + STARTER_HELDOUT
 IDS = [env.name for env in ALL]
 SEEDS = range(20)
 MAX_TURNS = 6          # the cpu-smoke turn cap: a starter is decided well within it
-DESIGN_TOKENS = 360    # a starter, solution() included, in the embedded model's tokens (a cpu-smoke design may write 400)
+DESIGN_TOKENS = 380    # a starter with its levels, solution() included, in the embedded model's tokens (a cpu-smoke design may write 400)
 JUNK = ["\\boxed{test}", "\\boxed{}", "\\boxed{-9999}", "no answer here"]
 
 

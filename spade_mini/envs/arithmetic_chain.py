@@ -2,11 +2,13 @@ import random
 
 
 class ArithmeticChainEnv:
-    """Report the running value after each of four operations."""
-    def reset(self, seed=None):
-        rng = random.Random(seed)
+    """Report the running value after each of four operations (two more, and larger, each level)."""
+    levels = 4
+
+    def reset(self, seed=None, options=None):
+        rng, level = random.Random(seed), (options or {}).get("level", 0)
         self.value = rng.randint(2, 20)
-        self.ops = [(rng.choice("+-*"), rng.randint(2, 5)) for _ in range(4)]
+        self.ops = [(rng.choice("+-*"), rng.randint(2, 5 + level)) for _ in range(4 + 2 * level)]
         return "Start with %d, then apply %s %d. Answer the new value like \\boxed{25}." % (self.value, *self.ops[0]), {}
 
     def step(self, action):

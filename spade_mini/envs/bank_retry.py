@@ -2,10 +2,12 @@ from tooluse import ToolUseEnv
 
 
 class BankRetryEnv(ToolUseEnv):
-    """Make a transfer through a bank API that fails at first."""
+    """Make a transfer through a bank API that fails at first (more often each level)."""
+    levels = 4
+
     def _reset(self, rng):
         self.savings, self.amount = rng.randint(10, 90) * 10, rng.randint(2, 9) * 10
-        self.outages, self.goal = rng.randint(1, 2), self.savings + self.amount
+        self.outages, self.goal = rng.randint(1 + self.level, 2 + 2 * self.level), self.savings + self.amount
         return (f"Move {self.amount} dollars from checking to savings once; a failed call moves "
                 "nothing. Then answer the new savings balance.")
 

@@ -2,10 +2,14 @@ import random
 
 
 class GuessNumberEnv:
-    """Guess a number from 1 to 64 with higher/lower feedback."""
-    def reset(self, seed=None):
-        self.secret, self.left = random.Random(seed).randint(1, 64), 7
-        return "Guess my number from 1 to 64 in 7 tries. Answer like \\boxed{32}.", {}
+    """Guess a number with higher/lower feedback; each level doubles the range."""
+    levels = 4
+
+    def reset(self, seed=None, options=None):
+        level = (options or {}).get("level", 0)
+        self.high, self.left = 64 * 2 ** level, 7 + level
+        self.secret = random.Random(seed).randint(1, self.high)
+        return f"Guess my number from 1 to {self.high} in {self.left} tries. Answer like \\boxed{{32}}.", {}
 
     def step(self, action):
         self.left -= 1
@@ -21,7 +25,7 @@ class GuessNumberEnv:
         return "Always guess the middle of the range still possible; each answer halves it."
 
     def solution(self):
-        low, high, moves = 1, 64, []
+        low, high, moves = 1, self.high, []
         while True:
             mid = (low + high) // 2
             moves.append(f"\\boxed{{{mid}}}")

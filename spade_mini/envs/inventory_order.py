@@ -3,8 +3,12 @@ from tooluse import ToolUseEnv
 
 class InventoryOrderEnv(ToolUseEnv):
     """Find a product's id, order it and report the order id."""
+    levels = 4
+
     def _reset(self, rng):
         names = ["lamp", "chair", "desk", "pen", "mug", "sofa", "clock", "rug"]
+        look_alikes = ["desk lamp", "pen holder", "mug rack", "sofa bed", "wall clock", "lamp shade"]
+        names += look_alikes[:2 * self.level]
         self.ids = {name: rng.randint(100, 999) for name in names}
         self.wanted, self.ordered = rng.choice(names), None
         self.order_id = f"ORD-{rng.randint(1000, 9999)}"

@@ -2,13 +2,17 @@ from tooluse import ToolUseEnv
 
 
 class KvRenameEnv(ToolUseEnv):
-    """Rename a key and bump a counter in a store."""
+    """Rename keys (one more each level) and bump a counter in a store."""
+    levels = 4
+
     def _reset(self, rng):
-        old, new = rng.sample(["red", "blue", "gold"], 2)
-        self.store = {old: rng.randint(10, 99), "visits": rng.randint(10, 99)}
+        keys = rng.sample("red blue gold pink gray teal plum lime navy".split()[:3 + 2 * self.level], 2 + 2 * self.level)
+        self.renames = list(zip(keys[::2], keys[1::2])) + [("visits", "visits")]  # (old, new) pairs
+        self.store = {old: rng.randint(10, 99) for old, _ in self.renames}
         add = rng.randint(2, 9)
-        self.goal = {new: self.store[old], "visits": self.store["visits"] + add}
-        return f"Rename key {old} to {new} and add {add} to visits, then answer done."
+        self.goal = {new: self.store[old] for old, new in self.renames}
+        self.goal["visits"] += add
+        return f"Rename key {', '.join(map(' to '.join, self.renames[:-1]))} and add {add} to visits, then answer done."
 
     def tool_get(self, key: str):
         """The value under a key."""
@@ -33,8 +37,8 @@ class KvRenameEnv(ToolUseEnv):
         import json
         def call(name, **arguments):
             return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
-        old, = set(self.store) - {"visits"}
-        new, = set(self.goal) - {"visits"}
-        return [call("get", key=old), call("set", key=new, value=self.store[old]),
-                call("delete", key=old), call("get", key="visits"),
-                call("set", key="visits", value=self.goal["visits"]), "<answer>done</answer>"]
+        moves = []
+        for old, new in self.renames:
+            moves += [call("get", key=old), call("set", key=new, value=self.goal[new])]
+            moves += [call("delete", key=old)] * (old != new)
+        return moves + ["<answer>done</answer>"]

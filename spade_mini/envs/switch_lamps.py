@@ -2,17 +2,21 @@ import random
 
 
 class SwitchLampsEnv:
-    """Flip switches to find out which lamp each one lights."""
-    def reset(self, seed=None):
-        self.wiring = "".join(random.Random(seed).sample("ABCD", 4))  # lamps of switches 1-4
-        self.lit, self.left = set(), 8
-        return ("Switches 1-4 each light one lamp A-D. Flip switch 2 with \\boxed{2}; in 8 actions, "
-                "answer the lamps of switches 1-4 like \\boxed{BDAC}."), {}
+    """Flip switches to find out which lamp each one lights; each level adds a switch."""
+    levels = 4
+
+    def reset(self, seed=None, options=None):
+        n = 4 + (options or {}).get("level", 0)
+        lamps = "ABCDEFG"[:n]
+        self.wiring = "".join(random.Random(seed).sample(lamps, n))  # lamps of switches 1-n
+        self.lit, self.left = set(), 2 * n
+        return (f"Switches 1-{n} each light one lamp A-{lamps[-1]}. Flip switch 2 with \\boxed{{2}}; in {self.left} actions, "
+                f"answer the lamps of switches 1-{n} like \\boxed{{{'BDACFEG'[:n]}}}."), {}
 
     def step(self, action):
         self.left -= 1
         text = action.strip().removeprefix("\\boxed{").removesuffix("}")
-        if text in ("1", "2", "3", "4"):
+        if text in map(str, range(1, len(self.wiring) + 1)):
             self.lit ^= {self.wiring[int(text) - 1]}
             lit = "".join(sorted(self.lit)) or "none"
             return f"Lit lamps: {lit}. {self.left} actions left.", 0.0, self.left == 0, False, {}
@@ -23,4 +27,4 @@ class SwitchLampsEnv:
         return "Turn on one switch at a time and note which new lamp lights."
 
     def solution(self):
-        return ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}", f"\\boxed{{{self.wiring}}}"]
+        return [f"\\boxed{{{switch}}}" for switch in range(1, len(self.wiring))] + [f"\\boxed{{{self.wiring}}}"]

@@ -2,10 +2,13 @@ import random
 
 
 class CheaperShopEnv:
-    """Three sellers, three prices: buy from the one who asks least."""
-    def reset(self, seed=None):
-        rng = random.Random(seed)
-        sellers, prices = rng.sample("Ann Bob Cal Dee Eve Max".split(), 3), rng.sample(range(2, 20), 3)
+    """A few sellers, each with a price: buy from the one who asks least."""
+    levels = 4
+
+    def reset(self, seed=None, options=None):
+        rng, level = random.Random(seed), (options or {}).get("level", 0)
+        sellers = rng.sample("Ann Bob Cal Dee Eve Max".split(), 3 + level)
+        prices = rng.sample(range(2, 20 + 40 * level), 3 + level)
         self.best = sellers[prices.index(min(prices))]
         offers = ", ".join(f"{s} asks {p} coins" for s, p in zip(sellers, prices))
         return (f"Example: Joe asks 9 coins, Mia asks 4 coins. Cheapest? \\boxed{{Mia}}\n"

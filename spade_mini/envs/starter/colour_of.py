@@ -4,10 +4,12 @@ COLOURS = "red green yellow black white pink".split()
 
 
 class ColourOfEnv:
-    """Name the colour of one of three things just described."""
-    def reset(self, seed=None):
-        rng = random.Random(seed)
-        things, colours = rng.sample("ball cup hat car box kite".split(), 3), rng.sample(COLOURS, 3)
+    """Name the colour of one of a few things just described."""
+    levels = 4
+
+    def reset(self, seed=None, options=None):
+        rng, n = random.Random(seed), 3 + (options or {}).get("level", 0)
+        things, colours = rng.sample("ball cup hat car box kite".split(), n), rng.sample(COLOURS, n)
         self.thing, self.colour = rng.choice(list(zip(things, colours)))
         facts = ", ".join(f"the {t} is {c}" for t, c in zip(things, colours))
         return (f"Example: the sky is blue. Colour of the sky? \\boxed{{blue}}\n"

@@ -2,12 +2,14 @@ import random
 
 
 class NextColourEnv:
-    """Two colours take turns in a row: say which comes next."""
-    def reset(self, seed=None):
-        rng = random.Random(seed)
-        pair, shown = rng.sample("red green yellow black white pink".split(), 2), rng.randint(3, 5)
-        self.next = pair[shown % 2]
-        row = ", ".join(pair[i % 2] for i in range(shown))
+    """A few colours take turns in a row: say which comes next."""
+    levels = 4
+
+    def reset(self, seed=None, options=None):
+        rng, k = random.Random(seed), 2 + (options or {}).get("level", 0)
+        pair, shown = rng.sample("red green yellow black white pink".split(), k), rng.randint(k + 1, 2 * k + 1)
+        self.next = pair[shown % k]
+        row = ", ".join(pair[i % k] for i in range(shown))
         return f"Example: up, down, up, down, ? \\boxed{{up}}\nNow: {row}, ? Which colour comes next?", {}
 
     def step(self, action):

@@ -2,15 +2,20 @@ import random
 
 
 class TallerShorterEnv:
-    """One comparison is stated; name who is on one side of it."""
-    def reset(self, seed=None):
-        rng = random.Random(seed)
-        first, second = rng.sample(["Tom", "Ann", "Sam", "Liz", "Ben", "Kim"], 2)
+    """Comparisons are stated; name who is at one end of them."""
+    levels = 4
+
+    def reset(self, seed=None, options=None):
+        rng, level = random.Random(seed), (options or {}).get("level", 0)
+        people = rng.sample("Tom Ann Sam Liz Ben Kim".split(), 2 + level)
         more, less = rng.choice([("taller", "shorter"), ("older", "younger")])
-        self.asked = rng.choice([more, less])
-        self.answer = first if self.asked == more else second
+        asked = rng.choice([more, less])
+        self.answer = people[0] if asked == more else people[-1]
+        self.asked = asked[:-2] + "est" if level else asked
+        facts = [f"{a} is {more} than {b}." for a, b in zip(people, people[1:])]
+        rng.shuffle(facts)
         return (f"Example: Joe is taller than Mia. Who is shorter? \\boxed{{Mia}}\n"
-                f"Now: {first} is {more} than {second}. Who is {self.asked}?"), {}
+                f"Now: {' '.join(facts)} Who is {self.asked}?"), {}
 
     def step(self, action):
         won = action.strip().lower() == f"\\boxed{{{self.answer.lower()}}}"
