@@ -68,9 +68,9 @@ except distributed.DistributedError as e:
     fail(str(e))
 main, world = distributed.is_main(), distributed.world_size()
 say = print if main else (lambda *args, **kwargs: None)
-if world > 1 and cfg.pool_max_age > 0 and not cfg.fixed_pool:
+if world > 1 and cfg.pool_max_age > 0 and not (cfg.fixed_pool and cfg.plain_fixed_pool):
     fail("the active pool runs in one process; under torchrun add --pool-max-age 0 (each environment "
-         "is then played in one iteration only).")
+         "is then played in one iteration only), or with --fixed-pool add --plain-fixed-pool.")
 if cfg.designs_per_iteration < world:
     fail(f"--designs-per-iteration {cfg.designs_per_iteration} leaves a process without a design; "
          f"give at least {world}, one per process.")
@@ -102,7 +102,7 @@ pool = tier(cfg.examples, cfg.setting)
 # every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
 state = State(policy, optimizer, skills, corpus, memory, random.Random(distributed.rank_seed(cfg.seed)),
               pool=pool, probe_sources=[e.source for e in tier(cfg.examples, cfg.setting, held_out=True)])
-if cfg.pool_max_age > 0 and not cfg.fixed_pool:  # the designer's environments at the agent's edge
+if cfg.pool_max_age > 0 and not (cfg.fixed_pool and cfg.plain_fixed_pool):  # environments at the agent's edge
     state.active_pool = Pool.from_config(cfg)
 if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed started above
     torch.manual_seed(distributed.rank_seed(cfg.seed))

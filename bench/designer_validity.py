@@ -3,6 +3,7 @@ fail? Designs a batch per skill as train.py's first iteration does and counts va
 
     python bench/designer_validity.py                              # 16 designs, cpu-smoke
     python bench/designer_validity.py --designs 32 -- --warm-start-steps 48 --warm-start-designs 4
+    python bench/designer_validity.py -- --preset cpu --design-levels false   # the prompt without levels
 
 The policy is loaded and warm-started as train.py does (from the warm-start cache, built first
 when it does not hold this warm start); the memory is seeded with the preset's example tier and
@@ -62,7 +63,8 @@ def main() -> int:
         designs += design_environments(
             policy, batch, corpus, memory, rng, max_new_tokens=cfg.design_max_new_tokens,
             temperature=cfg.temperature, iteration=0, limits=SandboxLimits(), first_slot=start,
-            references=cfg.memory_references, require_solution=cfg.require_solution)
+            references=cfg.memory_references, require_solution=cfg.require_solution,
+            min_instances=cfg.plays_per_design, levels=cfg.design_levels)
         print(f"designed {len(designs)}/{args.designs} ({time.time() - t0:.0f} s)", flush=True)
     stages = collections.Counter(d.stage for d in designs)
     cut = sum(not d.completion.finished for d in designs)

@@ -57,6 +57,12 @@ class Job:
     arm: str = "no_hint"           # "no_hint" | "hint"
     hint: str | None = None        # the hint shown in the hint arm (None: the arm plays unhinted)
     design_id: str = ""
+    level: int = 0                 # the environment's difficulty level (reset's options={"level": n})
+
+    @property
+    def group(self) -> str:
+        """The baseline group of its returns: one environment at one level."""
+        return self.design_id if self.level == 0 else f"{self.design_id}@{self.level}"
 
 
 @dataclass
@@ -179,7 +185,8 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turn
             _end(episodes[i], f"reset failed: {type(started[i]).__name__}: {started[i]}",
                  crash="reset", crash_reward=crash_reward)
         replies = clock.run(episodes, loaded, lambda idx, ends: reset_envs(
-            [envs[i] for i in idx], [episodes[i].job.seed for i in idx], ends))
+            [envs[i] for i in idx], [episodes[i].job.seed for i in idx], ends,
+            [episodes[i].job.level for i in idx]))
         for i, out in zip(loaded, replies):
             ep = episodes[i]
             if isinstance(out, SandboxError):

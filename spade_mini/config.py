@@ -100,6 +100,8 @@ class Config:
     """The pool holds at most this many environments."""
     episodes_per_iteration: int = 0
     """No-hint episodes played an iteration, in either arm, split over what it plays (0: --designs-per-iteration times --plays-per-design)."""
+    design_levels: bool = True
+    """The designer prompt asks for difficulty levels (a class attribute `levels`, reset's options={"level": n}) and says what a level must change; off: the prompt without them (docs/writing-environments.md#levels)."""
     require_solution: bool = True
     """Validation plays each design's solution() to a win on several seeds and checks that blind play loses; off: the checks without that stage (designs need no solution())."""
     hint_source: str = "policy"
@@ -143,7 +145,9 @@ class Config:
     no_designer_training: bool = False
     """Train only the agent; the designer still designs."""
     fixed_pool: bool = False
-    """Baseline: the agent trains on the hand-written example environments; no designer."""
+    """Baseline: the agent trains on the hand-written example environments; no designer. With the active pool (--pool-max-age > 0) the examples fill that same pool at level 0 and move levels by its rules."""
+    plain_fixed_pool: bool = False
+    """With --fixed-pool: the earlier rounds' baseline instead, a rotation of the examples at level 0 with no pool and no levels."""
     examples: str = "standard"
     """Hand-written tier that seeds the memory, the warm start and the fixed pool: 'standard' (12 multi-step games and tool tasks) or 'starter' (one- and two-step games a 135M agent sometimes wins); --eval-every plays the held-out set of the same tier."""
     step_timeout_s: float = 5.0

@@ -12,7 +12,9 @@
 
 The hint arm and the hints themselves are never trained: they exist only to measure regret.
 `--fixed-pool` replaces the designer by the hand-written example environments (the paper's
-fixed-environment baseline): the same number of no-hint episodes, and no hint arm. Everything
+fixed-environment baseline): with the active pool, the same pool filled with the examples
+instead of designs (same levels, same moves, same budget); with `--plain-fixed-pool` (or no
+pool) the earlier rounds' rotation. The same number of no-hint episodes, and no hint arm. Everything
 the loop needs between iterations lives in `State`. Under torchrun each process runs this same
 function on its share of the N slots; the `distributed.*` calls gather what needs the whole
 batch (one process: they return their input). The active pool runs in one process.
@@ -32,6 +34,7 @@ from spade_mini.reinforce import Sample, role_token_counts, update
 from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages, informative_episodes,
                                lowest_valid_reward, score_playables)
 from spade_mini.run import distributed
+from spade_mini.replay import Playable, examples_to_fill, play_the_rest
 from spade_mini.sandbox import SandboxLimits
 
 DESIGNS_PER_SKILL = 2  # designs of one skill per iteration, so the per-skill baseline has a group
@@ -51,17 +54,7 @@ class State:
     active_pool: Pool | None = None  # the active pool (pool.py); None: each environment plays once
     probe: list | None = None        # the drift probe (policy/drift.py), made at the first iteration
     probe_sources: list = field(default_factory=list)  # held-out environments the probe starts from
-
-
-@dataclass
-class Playable:
-    """An environment the agent plays this iteration: a new design, a pool or fixed-pool one."""
-    id: str
-    skill: str
-    setting: str
-    source: str
-    design: object | None = None   # the Design, when the designer wrote it this iteration
-    plays: int = 0                 # its no-hint episodes this iteration
+    levels_valid: dict = field(default_factory=dict)  # (source sha256, level) -> passes validation (replay.py)
 
 
 def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, list, dict]:
@@ -83,16 +76,18 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     say("design")
     slots = distributed.share(cfg.designs_per_iteration)  # this rank's slots (all, in one process)
     designs, fresh, readmitted = [], [], []
-    if cfg.fixed_pool:  # the same no-hint episodes as the designer's arm, and no hint arm
+    if cfg.fixed_pool and pool is None:  # the earlier rounds' rotation: same no-hint episodes, no hint arm
         plays = spread(budget, cfg.designs_per_iteration)
         picked = [(i, state.pool[(it * cfg.designs_per_iteration + i) % len(state.pool)]) for i in slots]
         fixed = [Playable(f"it{it:04d}-{i:02d}-{e.name}", e.skill, e.setting, e.source, plays=plays[i])
                  for i, e in picked]
     else:
         fixed = []
-        if pool is not None and pool.short():  # the run's own in-band designs come back first
+        if pool is not None and cfg.fixed_pool:  # one pool, the other filler: the examples, no designer
+            readmitted = pool.fill(examples_to_fill(pool, state.pool, limits), it)
+        elif pool is not None and pool.short():  # the run's own in-band designs come back first
             readmitted = pool.refill(state.memory, it)
-        if pool is None or pool.due(it, cfg.design_every):
+        if not cfg.fixed_pool and (pool is None or pool.due(it, cfg.design_every)):
             share = lambda n: -(-n // distributed.world_size())  # noqa: E731  (this rank's part, rounded up)
             skills = skill_schedule(state.skills, it, cfg.designs_per_iteration, group=DESIGNS_PER_SKILL)
             designs = design_environments(
@@ -102,9 +97,10 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
                 first_slot=slots.start, require_solution=cfg.require_solution,
                 until_valid=share(cfg.valid_designs), max_attempts=share(cfg.design_attempts),
                 max_seconds=cfg.design_seconds, max_turns=cfg.max_turns,
-                turn_tokens=cfg.turn_max_new_tokens, action_fits=turn_budget(policy, cfg.turn_max_new_tokens))
-        fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, cfg.plays_per_design)
-                 for d in designs if d.valid]
+                turn_tokens=cfg.turn_max_new_tokens, action_fits=turn_budget(policy, cfg.turn_max_new_tokens),
+                min_instances=cfg.plays_per_design, levels=cfg.design_levels)
+        fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, cfg.plays_per_design,
+                          levels=d.validation.levels) for d in designs if d.valid]
     times["design"] = time.time() - t
     valid_fraction = sum(d.valid for d in designs) / len(designs) if designs else None
     say("hint", valid=valid_fraction or 0.0)
@@ -140,7 +136,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
 
     # 5. the active pool: admit the new designs whose no-hint plays were informative, replay the
     #    pool no-hint on fresh seeds with the rest of the iteration's no-hint episodes, retire
-    rest = 0 if cfg.fixed_pool else max(0, len(distributed.share(budget)) - sum(p.plays for p in fresh))
+    rest = 0 if cfg.fixed_pool and pool is None else max(0, len(distributed.share(budget)) - sum(p.plays for p in fresh))
     more, again, replay_trained, pool_stats = play_the_rest(state, cfg, fresh, scores, trained, rest, it)
     episodes, trained, playables = episodes + again, trained + replay_trained, playables + more
     times["play"] = time.time() - t
@@ -150,7 +146,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
 
     # 6. samples and advantages: agent turns of usable no-hint episodes (one group per
     #    environment), designer completions (one group per skill, or the whole cohort)
-    agent_adv = group_advantages([e.ret for e in trained], [e.job.design_id for e in trained],
+    agent_adv = group_advantages([e.ret for e in trained], [e.job.group for e in trained],
                                  normalize_std=cfg.normalize_std)
     samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling)
                for e, adv in zip(trained, agent_adv) for turn in e.turns]
@@ -197,12 +193,14 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "valid": [d.valid for d in designs], "environments": sorted({p.id for p in playables}),
         "crashed": [e.crashed is not None for e in episodes],
         "eos": [float(t.finished) for e in episodes for t in e.turns],
-        "no_hint": [e.ret for e in trained],
+        "no_hint": [e.ret for e in trained], "groups": sorted({e.job.group for e in trained}),
         "hint": [e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None],
         "regret": [scores[p.id].regret for p in fresh],  # None: not measured
         "leaky": [h.leak is not None for h in hints],
         "designer_reward": [r for r in design_rewards if r is not None],
         "informative": [informative_episodes(trained)], "unspent": [pool_stats.pop("unspent")],
+        "firsts": sorted({e.messages[0]["content"] for e in trained if e.messages}),
+        "spread": [sum_squared_deviations(trained)],
         "losses": [(stats.agent_loss, stats.designer_loss)],  # each rank's part of the whole loss
         "tokens": [policy.tokens_generated - tokens_before],
         "times": [{**times, "total": time.time() - t_start}], "peak_memory_mb": [peak_memory_mb()],
@@ -217,6 +215,8 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "valid_designs": sum(b["valid"]),
         "episodes": len(b["crashed"]), "eos_fraction": mean(b["eos"]),
         "no_hint_episodes": len(b["no_hint"]), "informative_episodes": sum(b["informative"]),
+        "trained_environments": len({k for k in b["groups"]}), "trained_first_observations": len(set(b["firsts"])),
+        "no_hint_squared_deviation": sum(b["spread"]),
         "unspent_episodes": sum(b["unspent"]),
         "no_hint_return": mean(b["no_hint"]), "hint_return": mean(b["hint"]),
         "regret": mean([r for r in b["regret"] if r is not None]),
@@ -238,41 +238,14 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     return row, designs, playables, episodes, scores
 
 
-def play_the_rest(state: State, cfg, fresh: list, scores: dict, trained: list, rest: int, it: int):
-    """Step 5: the active pool admits the new designs whose no-hint plays were informative, then
-    `rest` no-hint episodes are played on fresh seeds: over the pool, and what it leaves over the
-    new designs (so both arms play the same no-hint episodes); then the pool retires what is
-    done. Returns (what was played, its episodes, its usable ones, the metrics of the step)."""
-    pool, admitted, retired, plan = state.active_pool, [], [], []
-    if pool is not None:
-        for p in fresh:
-            returns = [e.ret for e in trained if e.job.design_id == p.id]
-            if not scores[p.id].failure and pool.admit(p.id, p.skill, p.setting, p.source, returns, it):
-                admitted.append(p.id)
-        plan = [Playable(e.id, e.skill, e.setting, e.source, plays=n) for e, n in pool.split(rest, cfg.plays_per_design)]
-    left = rest - sum(p.plays for p in plan) if pool is not None else 0  # without a pool: as before
-    playable = [p for p in fresh if not scores[p.id].failure]
-    plan += [Playable(p.id, p.skill, p.setting, p.source, plays=n)
-             for p, n in zip(playable, spread(left, len(playable))) if n]
-    jobs = [Job(p.source, state.rng.randrange(2**31), "no_hint", None, p.id) for p in plan for _ in range(p.plays)]
-    episodes = play_episodes(state.policy, jobs, **play_settings(cfg))
-    replay_scores, usable = score_playables(plan, episodes, cfg, state.potential)
-    stats = {"unspent": rest - len(jobs)}
-    if pool is not None:
-        for p in plan:
-            if p.id not in pool.ids():
-                continue
-            if replay_scores[p.id].failure:  # it crashed in play: out at once
-                pool.drop(p.id, replay_scores[p.id].failure, it)
-                retired.append("crashed")
-            else:
-                pool.record(p.id, [e.ret for e in usable if e.job.design_id == p.id])
-        retired += [why for _, why in pool.retire(it)]
-        stats.update({"pool_size": len(pool.envs), "pool_in_band": pool.in_band(), "pool_admitted": len(admitted),
-                      "pool_retired": len(retired), "pool_retired_why": sorted(retired),
-                      "pool_replayed": sum(p.id in pool.ids() or p.id in pool.retired for p in plan),
-                      "replay_episodes": len(jobs)})
-    return plan, episodes, usable, stats
+def sum_squared_deviations(episodes: list) -> float:
+    """Over groups (one environment at one level), the sum of (return - group mean)^2 of the
+    no-hint returns: what a group-baseline gradient scales with (a count of informative
+    episodes favours big groups)."""
+    groups: dict[str, list[float]] = {}
+    for e in episodes:
+        groups.setdefault(e.job.group, []).append(e.ret)
+    return sum(sum((r - sum(rs) / len(rs)) ** 2 for r in rs) for rs in groups.values())
 
 
 def memory_counts(memory) -> dict:

@@ -1,44 +1,62 @@
-"""The active pool: environments at the agent's edge, kept and replayed between designs.
+"""The active pool: environments at the agent's edge, kept and replayed, their levels moved.
 
 A valid design costs minutes of designing and validating on a CPU; played once on K seeds it
-teaches K episodes and is thrown away. The pool keeps the ones worth learning from, as the
-reference keeps each game for 4 steps and as peers keep a frontier of tasks (R-Zero admits a
-question at solver rates 0.3-0.8; Absolute Zero pays 0 at both extremes). In the loop's order:
+teaches K episodes and is thrown away. The pool keeps the ones worth learning from and moves
+their difficulty, as RLVE moves a hand-built environment's level once accuracy passes a
+threshold: an environment lasts as long as it has a level at the agent's edge. In the loop's order:
 
     due      the designer runs every `design_every` iterations, or sooner when the pool is short
-    admit    a new valid design joins when its no-hint plays were informative: some won, some
-             lost, at a solve rate inside `band` (played on paired seeds in both arms first, so
-             its regret is measured as before)
-    replay   every iteration the pool's environments are played no-hint on fresh seeds; the
-             iteration's budget of no-hint episodes is split over them (`split`)
-    retire   when the no-hint rate over the last `window` plays leaves the band (learned, or too
-             hard), when it crashes, or after `max_age` iterations in the pool
+    admit    a new valid design joins at the first level whose no-hint plays were informative:
+             some won, some lost, a solve rate strictly inside `band` (loop.py tries its levels
+             from 0 up); no skill may hold more than half of the pool
+    fill     the fixed-pool baseline: the same pool, filled with the hand-written examples at
+             level 0 and no designer (same levels, same moves, same budget)
+    replay   every iteration the pool is played no-hint on fresh seeds: the iteration's budget
+             in groups of K, environments drawn with weight p(1 - p) of their recent no-hint
+             rate (the gradient's signal peaks at 0.5), each with a small floor
+    review   once a full `window` of plays at its level has come in: a rate at or above the
+             band's top raises the level (validated first; no next level, or one that fails
+             validation: retired "learned"); at or below the bottom lowers it (at level 0:
+             retired "too hard"); an environment not yet judged `max_age` iterations after
+             its last move ages out; one judged inside the band stays
     refill   when the pool is short, the run's own designs that the memory saw inside the band
-             come back (never one that retired for leaving the band or crashing; one that aged
-             out only after as many iterations away)
+             come back (never one that left the band or crashed; one that aged out only after
+             as many iterations away)
 
 Everything here is plain data: a checkpoint keeps `to_dict()` (pool.json) and `--resume`
-restores it with `from_dict`. The pool plays nothing itself: loop.py plays what `split` returns.
+restores it with `from_dict`. The pool plays and validates nothing itself: loop.py plays what
+`split` returns and tells `review` whether a level validates.
 """
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass, field
 
 BAND = (0.1, 0.9)  # no-hint solve rates worth learning from: with 8 seeds, at least one win and one loss
 AGE_REASON = "age"  # a retirement that may come back from the memory (the others may not)
+MIN_WEIGHT = 0.02   # the least replay weight: an environment at rate 0 or 1 is still played now and then
 
 
 @dataclass
 class PoolEnv:
-    """One environment in the pool, with the no-hint returns it has had there."""
+    """One environment in the pool, with the no-hint returns it has had at its level."""
     id: str
     skill: str
     setting: str
     source: str
     admitted: int            # the iteration it joined
-    origin: str = "design"   # "design" (admitted after its first plays) or "memory" (re-admitted)
-    returns: list[float] = field(default_factory=list)  # no-hint returns, oldest first
+    origin: str = "design"   # "design" (admitted after its first plays), "memory" or "example"
+    returns: list[float] = field(default_factory=list)  # no-hint returns at `level`, oldest first
     replays: int = 0         # iterations it was replayed in
+    level: int = 0           # the difficulty level it is played at
+    levels: int = 1          # how many it has
+    since: int = 0           # the iteration of its admission or last level move
+    moves: list = field(default_factory=list)  # [iteration, from level, to level] per move
+    plays: int = 0           # no-hint plays in the pool, at any level
+
+    def rate(self, window: int) -> float | None:
+        recent = self.returns[-window:]
+        return sum(r > 0 for r in recent) / len(recent) if recent else None
 
 
 def spread(total: int, count: int) -> list[int]:
@@ -48,11 +66,16 @@ def spread(total: int, count: int) -> list[int]:
 
 
 def informative(returns: list[float], band: tuple[float, float] = BAND) -> bool:
-    """Some won and some lost, at a solve rate (return > 0) inside the band."""
+    """Some won and some lost, at a solve rate (return > 0) strictly inside the band."""
     if not returns:
         return False
     rate = sum(r > 0 for r in returns) / len(returns)
-    return 0.0 < rate < 1.0 and band[0] <= rate <= band[1]
+    return 0.0 < rate < 1.0 and band[0] < rate < band[1]
+
+
+def weight(rate: float | None) -> float:
+    """How much a replay draw favours an environment: p(1 - p) of its recent rate (unknown: 0.25)."""
+    return max(MIN_WEIGHT, 0.25 if rate is None else rate * (1.0 - rate))
 
 
 class Pool:
@@ -64,6 +87,7 @@ class Pool:
         self.min_size, self.max_size = min_size, max_size
         self.envs: list[PoolEnv] = []
         self.retired: dict[str, tuple[str, int]] = {}  # id -> (why it left, the iteration it left)
+        self.life: list[dict] = []  # one row per environment that left: its life in the pool
 
     # --- what the loop asks --------------------------------------------------------------------
     def short(self) -> bool:
@@ -76,91 +100,145 @@ class Pool:
     def ids(self) -> set[str]:
         return {e.id for e in self.envs}
 
+    def get(self, env_id: str) -> PoolEnv | None:
+        return next((e for e in self.envs if e.id == env_id), None)
+
     def in_band(self) -> int:
         """How many pool environments have a recent no-hint rate inside the band."""
         return sum(informative(e.returns[-self.window:], self.band) for e in self.envs)
 
+    def skill_room(self, skill: str) -> bool:
+        """Can one more environment of `skill` join without that skill holding more than half
+        of the pool (one alone is always allowed)?"""
+        same = sum(e.skill == skill for e in self.envs)
+        return same + 1 <= max(1, (len(self.envs) + 1) // 2)
+
     def admit(self, env_id: str, skill: str, setting: str, source: str, returns: list[float],
-              iteration: int, origin: str = "design") -> bool:
-        """Add an environment whose no-hint `returns` were informative (False: not admitted)."""
-        if (env_id in self.ids() or len(self.envs) >= self.max_size
+              iteration: int, origin: str = "design", level: int = 0, levels: int = 1) -> bool:
+        """Add an environment whose no-hint `returns` at `level` were informative (False: not
+        admitted: full, its skill's half taken, or not informative)."""
+        if (env_id in self.ids() or len(self.envs) >= self.max_size or not self.skill_room(skill)
                 or not informative(returns, self.band)):
             return False
-        self.envs.append(PoolEnv(env_id, skill, setting, source, iteration, origin, list(returns)))
+        self.envs.append(PoolEnv(env_id, skill, setting, source, iteration, origin, list(returns),
+                                 level=level, levels=levels, since=iteration))
         return True
+
+    def fill(self, examples: list[tuple[str, str, str, str, int]], iteration: int) -> list[PoolEnv]:
+        """The fixed-pool baseline's filler: every (id, skill, setting, source, levels) not yet
+        in the pool and never retired joins at level 0 without a test (a hand-written set is
+        balanced by construction), up to the pool's size."""
+        added = []
+        for env_id, skill, setting, source, levels in examples:
+            if env_id in self.ids() or env_id in self.retired or len(self.envs) >= self.max_size:
+                continue
+            self.envs.append(PoolEnv(env_id, skill, setting, source, iteration, "example",
+                                     levels=levels, since=iteration))
+            added.append(self.envs[-1])
+        return added
 
     def refill(self, memory, iteration: int) -> list[PoolEnv]:
         """While the pool is short: re-admit the run's own valid designs whose plays the memory
-        saw inside the band, the most recent first (their recorded rate counts as their plays)."""
+        saw inside the band, the most recent first, at the level they reached."""
         if memory is None:
             return []
         back = []
-        low, high = self.band
         for r in reversed(memory.records):
             if not self.short():
                 break
             why, left = self.retired.get(r.id, (None, 0))
-            if (r.iteration < 0 or not r.valid or r.no_hint_solve_rate is None or r.id in self.ids()
+            rate = r.no_hint_solve_rate if r.pool_rate is None else r.pool_rate
+            if (r.iteration < 0 or not r.valid or rate is None or r.id in self.ids()
                     or (why is not None and (why != AGE_REASON or iteration - left < self.max_age))
-                    or not (0.0 < r.no_hint_solve_rate < 1.0 and low <= r.no_hint_solve_rate <= high)):
+                    or not (0.0 < rate < 1.0 and self.band[0] < rate < self.band[1])
+                    or not self.skill_room(r.skill)):
                 continue
             self.retired.pop(r.id, None)
-            self.envs.append(PoolEnv(r.id, r.skill, r.setting, r.source, iteration, "memory"))
+            self.envs.append(PoolEnv(r.id, r.skill, r.setting, r.source, iteration, "memory",
+                                     level=r.level, levels=r.levels, since=iteration))
             back.append(self.envs[-1])
         return back
 
-    def split(self, episodes: int, group: int) -> list[tuple[PoolEnv, int]]:
+    def split(self, episodes: int, group: int, rng: random.Random) -> list[tuple[PoolEnv, int]]:
         """Share `episodes` no-hint plays over the pool: groups of at least `group` plays (so each
-        has a baseline), as many environments as that allows, the least replayed first; the
-        plays are spread evenly over those (sizes differ by at most one)."""
+        has a baseline), as many environments as that allows, drawn without replacement with
+        weight p(1 - p) of their recent rate; the plays are spread evenly over those."""
         if episodes <= 0 or not self.envs:
             return []
         count = max(1, min(len(self.envs), episodes // max(1, group)))
-        chosen = sorted(self.envs, key=lambda e: (e.replays, e.admitted))[:count]
+        # weighted sampling without replacement: the largest u ** (1 / w) (Efraimidis-Spirakis)
+        keys = [(rng.random() ** (1.0 / weight(e.rate(self.window))), i) for i, e in enumerate(self.envs)]
+        chosen = [self.envs[i] for _, i in sorted(keys, reverse=True)[:count]]
         return list(zip(chosen, spread(episodes, count)))
 
     def drop(self, env_id: str, why: str, iteration: int) -> None:
         """Remove an environment at once (it crashed in play), never to come back."""
-        self.envs = [e for e in self.envs if e.id != env_id]
-        self.retired[env_id] = (why, iteration)
+        for e in [e for e in self.envs if e.id == env_id]:
+            self._leave(e, why, iteration)
 
     def record(self, env_id: str, returns: list[float]) -> None:
-        """The no-hint returns an environment had in this iteration's replay."""
-        for e in self.envs:
-            if e.id == env_id:
-                e.returns = (e.returns + list(returns))[-4 * self.window:]
-                e.replays += 1
+        """The no-hint returns an environment had in this iteration's replay, at its level."""
+        e = self.get(env_id)
+        if e is not None:
+            e.returns = (e.returns + list(returns))[-4 * self.window:]
+            e.replays += 1
+            e.plays += len(returns)
 
-    def retire(self, iteration: int) -> list[tuple[PoolEnv, str]]:
-        """Remove the environments whose time is up; (environment, why) for each. The band is
-        judged once a full window of plays has come in since admission's."""
-        gone = []
-        for e in self.envs:
-            recent = e.returns[-self.window:]
-            rate = sum(r > 0 for r in recent) / len(recent) if recent else None
-            judged = e.replays > 0 and len(recent) >= self.window
-            if judged and (rate > self.band[1] or rate == 1.0):
-                gone.append((e, "learned"))
-            elif judged and (rate < self.band[0] or rate == 0.0):
-                gone.append((e, "too hard"))
-            elif iteration - e.admitted + 1 >= self.max_age:  # played in max_age iterations
-                gone.append((e, AGE_REASON))
-        for e, why in gone:
-            self.envs.remove(e)
-            self.retired[e.id] = (why, iteration)
-        return gone
+    def review(self, iteration: int, validates=lambda env, level: True) -> list[tuple[PoolEnv, str]]:
+        """Move levels and retire, judged on a full window of plays at the current level;
+        `validates(env, level)` says whether a higher level passes validation. Returns
+        (environment, what happened) for each change: "raised", "lowered", or why it left."""
+        done = []
+        for e in list(self.envs):
+            rate = e.rate(self.window)
+            judged = len(e.returns) >= self.window
+            if judged and rate >= self.band[1]:
+                if e.level + 1 < e.levels and validates(e, e.level + 1):
+                    done.append((e, self._move(e, e.level + 1, iteration)))
+                else:
+                    done.append((e, self._leave(e, "learned", iteration)))
+            elif judged and rate <= self.band[0]:
+                done.append((e, self._move(e, e.level - 1, iteration) if e.level > 0
+                             else self._leave(e, "too hard", iteration)))
+            elif not judged and self.max_age and iteration - e.since + 1 >= self.max_age:
+                done.append((e, self._leave(e, AGE_REASON, iteration)))
+        return done
+
+    def _move(self, e: PoolEnv, level: int, iteration: int) -> str:
+        e.moves.append([iteration, e.level, level])
+        what = "raised" if level > e.level else "lowered"
+        e.level, e.returns, e.since = level, [], iteration
+        return what
+
+    def _leave(self, e: PoolEnv, why: str, iteration: int) -> str:
+        self.envs.remove(e)
+        self.retired[e.id] = (why, iteration)
+        self.life.append(self.life_row(e, iteration, why))
+        return why
+
+    def life_row(self, e: PoolEnv, left: int | None = None, why: str | None = None) -> dict:
+        """One row of the life table: environment, admitted, levels, plays, why it left."""
+        return {"id": e.id, "skill": e.skill, "origin": e.origin, "admitted": e.admitted,
+                "left": left, "why": why, "level": e.level, "levels": e.levels, "moves": list(e.moves),
+                "plays": e.plays, "rate": e.rate(self.window)}
+
+    def life_table(self) -> list[dict]:
+        """Every environment the pool has held: those that left, then those still in it."""
+        return self.life + [self.life_row(e) for e in self.envs]
 
     # --- checkpoints -----------------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {"band": list(self.band), "max_age": self.max_age, "window": self.window,
                 "min_size": self.min_size, "max_size": self.max_size,
-                "envs": [asdict(e) for e in self.envs], "retired": {k: list(v) for k, v in self.retired.items()}}
+                "envs": [asdict(e) for e in self.envs], "retired": {k: list(v) for k, v in self.retired.items()},
+                "life": self.life}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Pool":
         pool = cls(tuple(data["band"]), data["max_age"], data["window"], data["min_size"], data["max_size"])
         pool.envs = [PoolEnv(**e) for e in data["envs"]]
         pool.retired = {k: tuple(v) for k, v in data["retired"].items()}
+        pool.life = list(data.get("life", []))
         return pool
 
     @classmethod

@@ -262,7 +262,7 @@ def test_helpers_are_no_ops_in_one_process():
 def _command(tmp_path, *args, processes=WORLD) -> list[str]:
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone",
               "--nproc-per-node", str(processes)] if processes > 1 else [sys.executable]
-    return [*launch, "train.py", "--model", "tiny", "--fixed-pool", "--designs-per-iteration", "2",
+    return [*launch, "train.py", "--model", "tiny", "--fixed-pool", "--plain-fixed-pool", "--designs-per-iteration", "2",
             "--plays-per-design", "2", "--max-turns", "2", "--turn-max-new-tokens", "6",
             "--temperature", "1.0", "--run-dir", str(tmp_path), "--save-every", "1",
             "--preset", "cpu-smoke", *args]

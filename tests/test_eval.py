@@ -171,11 +171,11 @@ def test_heldout_hint_arm_wins_no_hint_arm_fails():
 
 def test_easy_heldout_levels_are_smaller_and_winnable():
     from test_envs import make, play_sandboxed
-    assert set(heldout.EASY_LEVELS) <= {e.name for e in HELDOUT if e.setting == "games"}
+    assert set(heldout.EASY_SETTINGS) <= {e.name for e in HELDOUT if e.setting == "games"}
     for env in HELDOUT:
         easy = heldout.easy_env(env)
         game = make(easy)
-        for key, value in heldout.EASY_LEVELS.get(env.name, heldout.TOOL_USE_EASY if env.setting == "tool_use" else {}).items():
+        for key, value in heldout.EASY_SETTINGS.get(env.name, heldout.TOOL_USE_EASY if env.setting == "tool_use" else {}).items():
             assert getattr(game, key) == value and getattr(make(env), key) != value, (env.name, key)
         game.reset(seed=3)
         assert play_sandboxed(easy, 3, game.solution())[-1][1] == 1.0, env.name

@@ -21,7 +21,7 @@ def state(policy, memory=None) -> State:
 def test_a_copy_of_an_earlier_iterations_design_is_a_duplicate(tiny_policy):
     """Iteration 0's valid design goes into the memory; iteration 1 writes it again under other
     names and comments, and is refused: valid code, nothing new."""
-    copy = HALF.replace("HalfEnv", "DigitEnv").replace('"""Say the hidden digit; it is shown on even digits only."""',
+    copy = HALF.replace("HalfEnv", "DigitEnv").replace('"""Say the digit; it is shown as itself on even digits only (a copy of the text wins half)."""',
                                                        "# a game of digits")
     policy = Scripted(tiny_policy, [f"```python\n{HALF}```", f"```python\n{copy}```"])
     s, cfg = state(policy, Memory()), small(designs_per_iteration=1, plays_per_design=2)

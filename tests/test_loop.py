@@ -46,7 +46,7 @@ def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_
     --designer-only-steps the same iteration steps on the designer's samples (both roles in one
     update: tests/test_wiring.py)."""
     from spade_mini.reinforce import DESIGNER_ONLY
-    novel = GAME_EXAMPLE.replace("randint(20, 40)", "randint(15, 35)")  # a copy is a duplicate
+    novel = GAME_EXAMPLE.replace("randint(20, 40 - 5 * level)", "randint(15, 35 - 5 * level)")  # a copy is a duplicate
     valid = f"```python\n{novel}\n```"
     invalid = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        return 42\n```"
     for designer_only in (False, True):
@@ -68,9 +68,9 @@ def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_
         assert row["no_hint_episodes"] == 2 and row["unspent_episodes"] == 2
         assert row["valid_fraction"] == 0.5 and row["designs"] == 2
         # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is
-        # graded at "reset": -1 + (4 + 1) / 11 under the default blend reward
+        # graded at "reset": -1 + (4 + 1) / 13 under the default blend reward
         # (docs/the-learning-signal.md)
-        assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 / 11)
+        assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 / 13)
         assert designs[0].reward == scores[designs[0].id].reward
         assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
         for key in ("no_hint_return", "hint_return", "regret", "tokens_generated", "tokens_per_s",
@@ -234,7 +234,7 @@ def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
     assert score.failure and "crashed in play" in score.failure and score.regret is None
     # ... and is invalid after play, at the last stage of the graded table
     assert not designs[0].valid and designs[0].stage == "play"
-    assert designs[0].reward == pytest.approx(-1 + 9 / 11)  # "play", under the default blend reward
+    assert designs[0].reward == pytest.approx(-1 + 11 / 13)  # "play", under the default blend reward
     assert row["crashed_episodes"] >= 1 and row["regret"] is None
 
 
@@ -335,10 +335,10 @@ def test_a_run_saved_before_the_package_had_folders_resumes(tmp_path):
 LEAKY = '''import random
 
 class TwoDigitEnv:
-    """Name the hidden two-digit number."""
+    """Name the two-digit number one more than the one shown."""
     def reset(self, seed=None):
         self.secret = random.Random(seed).randint(10, 99)
-        return "Name my two-digit number inside \\\\boxed{}.", {}
+        return "Name the number one more than %d inside \\\\boxed{}." % (self.secret - 1), {}
 
     def step(self, action):
         won = action.strip() == "\\\\boxed{%d}" % self.secret

@@ -10,13 +10,17 @@ RENAMED = r'''import random, re
 
 class SumGameEnv:
     # every name changed, the docstrings gone, comments added
-    def reset(self, seed=None):
+    levels = 4
+
+    def reset(self, seed=None, options=None):
         gen = random.Random(seed)
-        self.goal, self.acc, self.t = gen.randint(20, 40), 0, 0  # the same numbers
+        lv = (options or {}).get("level", 0)
+        self.goal, self.acc, self.t = gen.randint(20, 40 - 5 * lv), 0, 0  # the same numbers
+        self.n = 6 - lv
         return self.show("Add a digit 1-9 each turn, e.g. \\boxed{5}."), {}
 
     def show(self, text):
-        return f"{text} Total {self.acc}, target {self.goal}, turns left {6 - self.t}."
+        return f"{text} Total {self.acc}, target {self.goal}, turns left {self.n - self.t}."
 
     def step(self, move):
         self.t += 1
@@ -25,7 +29,7 @@ class SumGameEnv:
             self.acc += int(hit.group(1))
         if self.acc == self.goal:
             return "Exact total reached!", 1.0, True, False, {}
-        done = self.acc > self.goal or self.t >= 6
+        done = self.acc > self.goal or self.t >= self.n
         return self.show("Added." if hit else "Invalid move."), 0.0, done, False, {}
 
     def hint(self):
@@ -39,8 +43,7 @@ class SumGameEnv:
         return out
 '''
 
-DIFFERENT = RENAMED.replace("randint(20, 40)", "randint(10, 30)").replace("6 - self.t", "8 - self.t") \
-    .replace("self.t >= 6", "self.t >= 8")
+DIFFERENT = RENAMED.replace("randint(20, 40 - 5 * lv)", "randint(10, 30 - 5 * lv)").replace("6 - lv", "8 - lv")
 
 
 def test_a_renamed_copy_has_the_same_fingerprint():

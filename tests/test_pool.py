@@ -32,34 +32,39 @@ def test_admission_takes_only_informative_plays():
     assert informative([WON, LOST, LOST, LOST]) and not informative([LOST] * 8)
     assert not informative([WON] * 8) and not informative([])
     assert not informative([WON] + [LOST] * 9, band=(0.2, 0.8))  # 0.1: below the band
+    # at the band's edges themselves: not inside (the pool moves a level there)
+    assert not informative([WON] + [LOST] * 9) and not informative([WON] * 9 + [LOST])
     pool = Pool(band=(0.1, 0.9), max_size=2)
     assert pool.admit("a", "s", "games", "src", [WON, LOST], iteration=0)
-    assert not pool.admit("b", "s", "games", "src", [LOST, LOST], iteration=0)  # never solved
-    assert not pool.admit("c", "s", "games", "src", [WON, WON], iteration=0)  # always solved
-    assert not pool.admit("a", "s", "games", "src", [WON, LOST], iteration=0)  # already in
-    assert pool.admit("d", "s", "games", "src", [LOST, WON], iteration=0)
-    assert not pool.admit("e", "s", "games", "src", [LOST, WON], iteration=0)  # full
+    assert not pool.admit("b", "t", "games", "src", [LOST, LOST], iteration=0)  # never solved
+    assert not pool.admit("c", "t", "games", "src", [WON, WON], iteration=0)  # always solved
+    assert not pool.admit("a", "t", "games", "src", [WON, LOST], iteration=0)  # already in
+    assert pool.admit("d", "t", "games", "src", [LOST, WON], iteration=0)
+    assert not pool.admit("e", "u", "games", "src", [LOST, WON], iteration=0)  # full
     assert pool.ids() == {"a", "d"} and pool.in_band() == 2
 
 
-def test_retirement_when_learned_too_hard_or_old():
+def test_one_level_environments_retire_at_both_edges_and_age_only_unjudged():
     pool = Pool(band=(0.1, 0.9), max_age=3, window=6)
-    for name in ("learned", "hard", "steady"):
-        pool.admit(name, "s", "games", "src", [WON, LOST], iteration=0)
-    assert pool.retire(0) == []  # just admitted, in band, young
+    for name, skill in (("learned", "a"), ("hard", "b"), ("steady", "c"), ("unjudged", "d")):
+        pool.admit(name, skill, "games", "src", [WON, LOST], iteration=0)
+    assert pool.review(0) == []  # just admitted, in band, young
     pool.record("learned", [WON] * 3)
-    assert pool.retire(0) == []  # 5 plays: the band is judged on a full window (6)
+    assert pool.review(0) == []  # 5 plays: the band is judged on a full window (6)
     pool.record("learned", [WON] * 3)
     pool.record("hard", [LOST] * 6)
     pool.record("steady", [WON, LOST, WON, LOST])
-    assert [(e.id, why) for e, why in pool.retire(1)] == [("learned", "learned"), ("hard", "too hard")]
-    assert [(e.id, why) for e, why in pool.retire(2)] == [("steady", AGE_REASON)]  # 3 iterations: 0, 1, 2
-    assert pool.envs == [] and pool.retired == {"learned": ("learned", 1), "hard": ("too hard", 1),
-                                                "steady": (AGE_REASON, 2)}
+    assert [(e.id, why) for e, why in pool.review(1)] == [("learned", "learned"), ("hard", "too hard")]
+    # judged inside the band, "steady" stays however old; "unjudged" has had 2 plays in 3 iterations
+    assert [(e.id, why) for e, why in pool.review(2)] == [("unjudged", AGE_REASON)]
+    assert [(e.id, why) for e, why in pool.review(9)] == []
+    assert pool.ids() == {"steady"} and pool.retired == {"learned": ("learned", 1), "hard": ("too hard", 1),
+                                                        "unjudged": (AGE_REASON, 2)}
+    assert [row["why"] for row in pool.life_table()] == ["learned", "too hard", AGE_REASON, None]
     back = Pool(window=6)  # one back from the memory has no plays yet: 3 won are not a verdict
     back.envs.append(PoolEnv("m", "s", "games", "src", admitted=0, origin="memory"))
     back.record("m", [WON] * 3)
-    assert back.retire(0) == [] and back.ids() == {"m"}
+    assert back.review(0) == [] and back.ids() == {"m"}
 
 
 def test_the_design_schedule_runs_every_r_iterations_or_when_short():
@@ -69,15 +74,19 @@ def test_the_design_schedule_runs_every_r_iterations_or_when_short():
     assert [pool.due(it, 4) for it in range(1, 9)] == [False, False, False, True, False, False, False, True]
 
 
-def test_split_shares_the_budget_in_groups_least_replayed_first():
-    pool = Pool()
+def test_split_shares_the_budget_in_groups_drawn_by_p_times_1_minus_p():
+    pool = Pool(window=8)
     for name in "abc":
-        pool.admit(name, "s", "games", "src", [WON, LOST], iteration=0)
-    pool.record("a", [WON])
-    assert [(e.id, n) for e, n in pool.split(16, group=8)] == [("b", 8), ("c", 8)]
-    assert [(e.id, n) for e, n in pool.split(25, group=8)] == [("b", 9), ("c", 8), ("a", 8)]
-    assert [(e.id, n) for e, n in pool.split(5, group=8)] == [("b", 5)]  # one group, however small
-    assert pool.split(0, group=8) == []
+        pool.admit(name, name, "games", "src", [WON, LOST], iteration=0)
+    pool.record("a", [WON] * 7)  # a: 8/9 won recently, b and c: 1/2
+    rng = random.Random(0)
+    assert sorted(n for _, n in pool.split(25, group=8, rng=rng)) == [8, 8, 9]  # all three, sizes within one
+    assert [n for _, n in pool.split(5, group=8, rng=rng)] == [5]  # one group, however small
+    assert pool.split(0, group=8, rng=rng) == []
+    drawn = [pool.split(8, group=8, rng=rng)[0][0].id for _ in range(3000)]
+    # weights p(1 - p): a 8/9 * 1/9 = 0.099, b and c 0.25 each: a is drawn 0.099 / 0.599 of the time
+    assert abs(drawn.count("a") / 3000 - 0.099 / 0.599) < 0.03, drawn.count("a")
+    assert abs(drawn.count("b") - drawn.count("c")) < 200
 
 
 def _record(env_id, rate, iteration=1, valid=True):
@@ -90,9 +99,12 @@ def test_refill_readmits_the_runs_own_in_band_designs_only():
     memory.add([_record("seeded", 0.5, iteration=-1), _record("invalid", 0.5, valid=False),
                 _record("never", 0.0), _record("always", 1.0), _record("old", 0.5), _record("gone", 0.5),
                 _record("aged", 0.4), _record("fresh", 0.6)])
+    for i, r in enumerate(memory.records):  # one skill each: the skill cap is tested on its own
+        r.skill = f"skill{i}"
     pool = Pool(min_size=3)
     pool.retired = {"gone": ("too hard", 4), "aged": (AGE_REASON, 4), "recent": (AGE_REASON, 4)}
     memory.add(_record("recent", 0.5))
+    memory.records[-1].skill = "skill-recent"
     back = pool.refill(memory, iteration=8)
     # the most recent first; a band retirement never comes back, an age retirement after as many
     # iterations away as its age ("recent" left at 4, so at 8 it may: 8 - 4 >= max_age 4)
@@ -151,8 +163,12 @@ def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tin
     state = _state(tiny_policy, cfg)
     row, designs, playables, episodes, scores = one_iteration(state, cfg)
     assert [d.valid for d in designs] == [True, True]
-    admitted = [d.id for d in designs if 0 < scores[d.id].no_hint_solve_rate < 1]
-    assert row["pool_admitted"] == len(admitted) > 0 and state.active_pool.ids() == set(admitted)
+    informative_ids = [d.id for d in designs if 0 < scores[d.id].no_hint_solve_rate < 1]
+    # both designs are of one skill (two a skill, for its baseline): the first informative one
+    # joins, and the second would make that skill the whole pool
+    assert designs[0].skill == designs[1].skill and informative_ids
+    admitted = informative_ids[:1]
+    assert row["pool_admitted"] == 1 and state.active_pool.ids() == set(admitted)
     no_hint = [e for e in episodes if e.job.arm == "no_hint"]
     assert len(no_hint) == 16 == row["no_hint_episodes"]  # 2 designs x 4 paired seeds, then 8 replays
     first_seeds = {e.job.seed for e in no_hint}

@@ -28,10 +28,10 @@ AGENT = Sampling(temperature=0.5)
 HALF = '''import random
 
 class HalfEnv:
-    """Say the hidden digit; it is shown on even digits only."""
+    """Say the digit; it is shown as itself on even digits only (a copy of the text wins half)."""
     def reset(self, seed=None):
         self.secret = random.Random(seed).randint(0, 9)
-        shown = "Say the digit %d" % self.secret if self.secret % 2 == 0 else "Guess my digit"
+        shown = "Say the digit %d" % self.secret if self.secret % 2 == 0 else "Say the digit after %d" % (self.secret - 1)
         return shown + " inside \\\\boxed{}.", {}
 
     def step(self, action):
@@ -46,7 +46,7 @@ class HalfEnv:
 '''
 # Always shown: every play wins, so every advantage of this environment is 0 under its own baseline.
 SHOWN = HALF.replace("HalfEnv", "ShownEnv").replace("Say the", "Copy the").replace(
-    ' if self.secret % 2 == 0 else "Guess my digit"', "")
+    ' if self.secret % 2 == 0 else "Copy the digit after %d" % (self.secret - 1)', "")
 
 
 class Scripted:

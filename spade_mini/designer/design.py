@@ -75,7 +75,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
                         first_slot: int = 0, require_solution: bool = DEFAULTS.require_solution,
                         until_valid: int = 0, max_attempts: int = 0, max_seconds: float = 0.0,
                         max_turns: int = MAX_TURNS, turn_tokens: int | None = None,
-                        action_fits=None) -> list[Design]:
+                        action_fits=None, min_instances: int = 0, levels: bool = True) -> list[Design]:
     """One design per entry of `skills`, then invalid slots re-generated with a fresh document:
     up to `retries` times, or (with `until_valid` > 0) until that many designs are valid, at most
     `max_attempts` designs in all (0: three per slot) and no new batch after `max_seconds` (0: no
@@ -83,7 +83,9 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
     a designer sample and a memory record). A design that copies a known environment
     (novelty.py) is invalid with reason `duplicate`. Validation plays `max_turns` turns at most
     (the run's cap) and refuses a solution() action that `action_fits(action)` says no to (the
-    run's turn budget; it returns a reason or None). Design ids number the slots from
+    run's turn budget; it returns a reason or None), and one with fewer than `min_instances`
+    distinct instances (the run's K; sandbox/instances.py). `levels`: the prompt asks for
+    difficulty levels (prompts.py). Design ids number the slots from
     `first_slot` (a data-parallel rank designs a block of the iteration's slots); a slot's later
     attempts add `-a<attempt>`."""
     from spade_mini.policy import acting_as
@@ -101,14 +103,15 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
         for slot in pending:
             doc = corpus.sample(rng) if corpus is not None else None
             block = memory.render(memory.select(skills[slot].key, rng, references)) if memory else ""
-            chats.append(designer_prompt(skills[slot], doc, block, turns=max_turns, turn_tokens=turn_tokens))
+            chats.append(designer_prompt(skills[slot], doc, block, turns=max_turns, turn_tokens=turn_tokens,
+                                         levels=levels))
             doc_ids.append(doc.id if doc else None)
         with acting_as(policy, "designer"):
             completions = policy.generate(chats, max_new_tokens, temperature=temperature)
         sources = [extract_code(c.text) for c in completions]
         validations = _validate_all(sources, limits, workers, require_solution,
                                     [random.Random(rng.randrange(2**63)) for _ in sources],
-                                    max_turns, action_fits)
+                                    max_turns, action_fits, min_instances)
         written = []
         for i, slot in enumerate(pending):
             validation, completion = validations[i], completions[i]
@@ -153,7 +156,7 @@ def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
 
 def _validate_all(sources: list[str | None], limits: SandboxLimits | None, workers: int,
                   require_solution: bool, rngs: list[random.Random], max_turns: int = MAX_TURNS,
-                  action_fits=None) -> list[Validation | None]:
+                  action_fits=None, min_instances: int = 0) -> list[Validation | None]:
     # Threads here only wait on sandbox child processes; the untrusted code runs in the child.
     # Each validation draws its seeds from a stream of its own, as play draws its seeds.
     from spade_mini.sandbox import validate_env
@@ -162,7 +165,8 @@ def _validate_all(sources: list[str | None], limits: SandboxLimits | None, worke
         # episodes must end within the contract's cap; the solution must win within the run's
         return None if source is None else validate_env(source, limits=limits, play_turns=max_turns,
                                                            require_solution=require_solution, rng=rng,
-                                                           action_fits=action_fits)
+                                                           action_fits=action_fits,
+                                                           min_instances=min_instances)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(one, sources, rngs))

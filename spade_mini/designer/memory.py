@@ -44,6 +44,10 @@ class EnvRecord:
     no_hint_solve_rate: float | None = None  # None: invalid or not played
     hint_solve_rate: float | None = None
     regret: float | None = None
+    level: int = 0  # the difficulty level it reached in the active pool (pool.py)
+    levels: int = 1  # how many levels it has
+    pool_rate: float | None = None  # its no-hint rate over the pool's last window, at `level`
+    pool_exit: str | None = None  # why it left the pool (None: never in it, or still there)
 
 
 @dataclass
@@ -108,6 +112,13 @@ class Memory:
         avoid = rng.choice(outside) if outside else None
         return Selection(picked, avoid)
 
+    def note_pool(self, row: dict) -> None:
+        """What the active pool says of one of its environments (a life-table row, pool.py):
+        the level it reached, its recent rate there, why it left."""
+        for r in self.records:
+            if r.id == row["id"]:
+                r.level, r.levels, r.pool_rate, r.pool_exit = row["level"], row["levels"], row["rate"], row["why"]
+
     def render(self, selection: Selection, code_chars: int = CODE_HEAD_CHARS) -> str:
         """The memory block of the designer prompt ("" when there is nothing to show)."""
         parts = []
@@ -169,8 +180,11 @@ def _stats(record: EnvRecord) -> str:
 
     def show(value):
         return "unknown" if value is None else f"{value:.2f}"
+    pool = ("" if record.pool_rate is None else
+            f"; in the pool it reached level {record.level} of {record.levels - 1} (solve rate "
+            f"{record.pool_rate:.2f} there)" + (f", left: {record.pool_exit}" if record.pool_exit else ""))
     return (f"solve rate {show(record.no_hint_solve_rate)} without hint, "
-            f"{show(record.hint_solve_rate)} with hint, regret {show(record.regret)}")
+            f"{show(record.hint_solve_rate)} with hint, regret {show(record.regret)}{pool}")
 
 
 def _held_out_names() -> set[str]:

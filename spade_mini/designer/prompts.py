@@ -6,9 +6,12 @@ document to ground it, the memory's references, and a short complete example whe
 shows none. The hint chat gives the same policy an environment's source and asks for a 1-3
 sentence strategy tip that never states the answer.
 
-Omitted on purpose: the reference's long prompt variants (concept lists, self-traces, BFCL-style
-multi-turn tool tasks, difficulty levels that barely change the text). Our prompt is short because
-a 135M model with an 8k context must read it.
+Levels: the prompt asks for difficulty levels (a class attribute `levels`, reset's
+options={"level": n}) and says what a level must change; the active pool raises a level once
+the agent wins it (pool.py). `levels=False` gives the prompt without them (for the bench that
+compares the two). Omitted on purpose: the reference's long prompt variants (concept lists,
+self-traces, BFCL-style multi-turn tool tasks). Our prompt is short because a 135M model with an
+8k context must read it.
 """
 from __future__ import annotations
 
@@ -26,13 +29,17 @@ GAME_EXAMPLE = r'''import random, re
 
 class TargetSumEnv:
     """Reach an exact total by adding digits."""
-    def reset(self, seed=None):
+    levels = 4  # each level leaves fewer turns to spare
+
+    def reset(self, seed=None, options=None):
         rng = random.Random(seed)
-        self.target, self.total, self.turn = rng.randint(20, 40), 0, 0
+        level = (options or {}).get("level", 0)
+        self.target, self.total, self.turn = rng.randint(20, 40 - 5 * level), 0, 0
+        self.turns = 6 - level
         return self._obs("Add a digit 1-9 each turn, e.g. \\boxed{5}."), {}
 
     def _obs(self, msg):
-        return f"{msg} Total {self.total}, target {self.target}, turns left {6 - self.turn}."
+        return f"{msg} Total {self.total}, target {self.target}, turns left {self.turns - self.turn}."
 
     def step(self, action):
         self.turn += 1
@@ -41,7 +48,7 @@ class TargetSumEnv:
             self.total += int(m.group(1))
         if self.total == self.target:
             return "Exact total reached!", 1.0, True, False, {}
-        over = self.total > self.target or self.turn >= 6
+        over = self.total > self.target or self.turn >= self.turns
         return self._obs("Added." if m else "Invalid move."), 0.0, over, False, {}
 
     def hint(self):
@@ -59,8 +66,10 @@ from tooluse import ToolUseEnv
 
 class ShopEnv(ToolUseEnv):
     """Look up an item's price, buy it and report the price."""
+    levels = 4  # more items to search at each level
+
     def _reset(self, rng):
-        self.prices = {f"item{i}": rng.randint(2, 30) for i in range(5)}
+        self.prices = {f"item{i}": rng.randint(2, 30) for i in range(5 + 5 * self.level)}
         self.wanted, self.bought = rng.choice(sorted(self.prices)), None
         return f"Buy {self.wanted}, then answer with the price you paid."
 
@@ -103,6 +112,13 @@ CONTRACT = {
                  "- _check_answer(self, answer: str) -> bool judges the final <answer>."),
 }
 
+LEVELS = {
+    "games": "- Give it levels = 4 and read level = (options or {}).get(\"level\", 0) in reset(self, seed=None, options=None)",
+    "tool_use": "- Give it levels = 4 and read self.level (0 to 3) in _reset",
+}
+LEVEL_RULE = (": level 0 is the easiest, each level the same task made harder (bigger sizes, more steps, "
+              "more distractors); every level is won by solution() within the turns.")
+
 RULES = """- Observations give the agent everything it needs, including the answer format; never reveal the answer.
 - Reward 1.0 with terminated=True on a win, else 0.0. Random actions should lose. End within {turns} turns.
 - Optional hint(self) -> str: a strategy tip for this episode, not the answer.
@@ -110,9 +126,10 @@ RULES = """- Observations give the agent everything it needs, including the answ
 
 
 def designer_prompt(skill: Skill, document: Document | None, memory_block: str,
-                    turns: int = MAX_TURNS, turn_tokens: int | None = None) -> list[dict]:
+                    turns: int = MAX_TURNS, turn_tokens: int | None = None, levels: bool = True) -> list[dict]:
     """The designer chat (system + user) for one environment; `turns` is the run's turn cap and
-    `turn_tokens` the agent's token budget for one reply (the contract told is the one played)."""
+    `turn_tokens` the agent's token budget for one reply (the contract told is the one played);
+    `levels`: ask for difficulty levels."""
     parts = []
     if document is not None:
         parts.append(f"<REFERENCE_DOCUMENT>\n{document.text}\n</REFERENCE_DOCUMENT>\n"
@@ -121,14 +138,24 @@ def designer_prompt(skill: Skill, document: Document | None, memory_block: str,
     parts.append(f"Write a {setting} environment that trains {skill.name}: {skill.description}. "
                  + CONTRACT[skill.setting] + "\n" + RULES.format(turns=turns)
                  + (f"\n- The agent writes at most {turn_tokens} tokens a turn: keep every winning "
-                    "action that short." if turn_tokens else ""))
+                    "action that short." if turn_tokens else "")
+                 + ("\n" + LEVELS[skill.setting] + LEVEL_RULE if levels else ""))
     if memory_block:
         parts.append(memory_block)
     if "<REFERENCE_ENVIRONMENTS>" not in memory_block:  # references are whole environments
         example = GAME_EXAMPLE if skill.setting == "games" else TOOL_EXAMPLE
+        if not levels:
+            example = one_level(example)
         parts.append(f"A short complete example:\n```python\n{example}\n```")
     parts.append(f"Now write a NEW environment for {skill.name} as one ```python block.")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def one_level(example: str) -> str:
+    """A prompt example without its levels (level 0 everywhere), for the prompt without them."""
+    lines = [line for line in example.splitlines() if not line.strip().startswith(("levels =", "level ="))]
+    text = "\n".join(lines).replace("seed=None, options=None", "seed=None").replace(" - 5 * level", "")
+    return text.replace("6 - level", "6").replace(" + 5 * self.level", "").replace("\n\n    def reset", "\n    def reset").replace("\n\n    def _reset", "\n    def _reset")
 
 
 HINT_SYSTEM = {

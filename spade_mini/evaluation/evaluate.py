@@ -4,7 +4,7 @@ Suites: `heldout` (the hand-written HELDOUT environments, played by the same `pl
 training), `reasoning_gym`, `humaneval` and `bfcl` (one-turn benchmarks from benchmarks.py,
 generated in batched calls). Each suite has two tiers. `full` is the benchmark as published, and
 held-out plays a hint arm on the same seeds as an upper bound. `easy` is what a small model can
-move on: benchmarks.py's easy items, the held-out games at an easy level (EASY_LEVELS) and the
+move on: benchmarks.py's easy items, the held-out games at an easy level (EASY_SETTINGS) and the
 tool-use ones allowing retries, no-hint arm only. Every tier also scores the replies' form:
 `form` (in the shape the scorer reads: a box, a tool call, a function), `eos` (the turn ended by
 itself rather than being cut) and, in tool use, `invalid_action` (lower is better).

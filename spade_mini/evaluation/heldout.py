@@ -3,7 +3,7 @@
 Items are (environment, seed) pairs; `play_heldout` plays them with the same `play_episodes` as
 training, the hint arm (when asked) on the same seeds as the no-hint arm, the hint being the
 policy's or the environment's own as `cfg.hint_source` says. The easy level runs the same
-source with smaller numbers: class attributes assigned below the class (EASY_LEVELS), and
+source with smaller numbers: class attributes assigned below the class (EASY_SETTINGS), and
 tool-use environments that let a wrong answer be retried. `episode_form` reads an episode's
 turns for the format metrics that move first in a small model.
 Omitted: held-out environments written by the designer (those would not be held out).
@@ -19,9 +19,11 @@ from tqdm import tqdm
 from spade_mini.agent import Job, last_boxed, play_episodes, play_settings
 from spade_mini.evaluation.benchmarks import Item
 
-# The held-out games at an easy level: class attributes set below the class (same code, smaller
-# numbers). Tool-use environments get TOOL_USE_EASY: a wrong answer does not end the episode.
-EASY_LEVELS = {
+# The held-out games at an easy setting: class attributes set below the class (same code, smaller
+# numbers). Tool-use environments get TOOL_USE_EASY: a wrong answer does not end the episode. An
+# evaluation setting, not a difficulty level of the contract (reset's options={"level": n}):
+# held-out environments have one level, and nothing here reaches training.
+EASY_SETTINGS = {
     "memory_pairs": {"PAIRS": 2, "QUESTIONS": 1},
     "unscramble": {"MAX_TRIES": 6},
     "heavy_coin": {"COINS": 3, "MAX_WEIGHINGS": 1},
@@ -31,8 +33,8 @@ TOOL_USE_EASY = {"end_on_wrong_answer": False}
 
 
 def easy_env(env):
-    """A held-out environment at its easy level (EASY_LEVELS), as a new HandEnv."""
-    overrides = EASY_LEVELS.get(env.name, TOOL_USE_EASY if env.setting == "tool_use" else {})
+    """A held-out environment at its easy level (EASY_SETTINGS), as a new HandEnv."""
+    overrides = EASY_SETTINGS.get(env.name, TOOL_USE_EASY if env.setting == "tool_use" else {})
     cls = re.search(r"^class (\w+Env)\b", env.source, re.M).group(1)
     lines = "".join(f"{cls}.{key} = {value!r}\n" for key, value in overrides.items())
     return dataclasses.replace(env, source=f"{env.source}\n\n# easy level\n{lines}")

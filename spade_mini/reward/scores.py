@@ -53,5 +53,5 @@ def informative_episodes(episodes: list) -> int:
     REINFORCE with a group baseline learns from."""
     groups: dict[str, list[float]] = {}
     for e in episodes:
-        groups.setdefault(e.job.design_id, []).append(e.ret)
+        groups.setdefault(e.job.group, []).append(e.ret)
     return sum(len(rets) for rets in groups.values() if len(set(rets)) > 1)

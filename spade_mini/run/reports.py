@@ -23,7 +23,7 @@ def sample_rows(iteration: int, designs, episodes, scores) -> list[dict]:
                      "hint_solve_rate": s and s.hint_solve_rate,
                      "completion": d.completion.text[:TRANSCRIPT_CHARS]})
     for e in episodes:
-        rows.append({"iteration": iteration, "kind": "episode", "env": e.job.design_id,
+        rows.append({"iteration": iteration, "kind": "episode", "env": e.job.design_id, "level": e.job.level,
                      "arm": e.job.arm, "seed": e.job.seed, "return": e.ret, "turns": len(e.turns),
                      "hint_shown": e.hint_shown, "crashed": e.crashed,
                      "end": e.end_reason, "transcript": e.transcript()[:TRANSCRIPT_CHARS]})
