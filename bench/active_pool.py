@@ -26,6 +26,9 @@ import sys
 from pathlib import Path
 from statistics import fmean
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from spade_mini.evaluation.plots import life_table  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = {"spade": [], "fixed": ["--fixed-pool"]}
 PHASES = ("design", "hint", "play", "update", "total")
@@ -111,16 +114,6 @@ def main():
             "life": lives, "mean_seconds": seconds, "time_ratio": ratio_time, "mean_pool_2_to_11": pool_size,
             "designer_share": designer_share, "most_raised": raised, "goals": goals}, indent=1) + "\n")
 
-
-def life_table(run: Path) -> list[dict]:
-    """The pool's life table in the run's newest checkpoint (pool.json), [] without one."""
-    found = sorted(run.glob("checkpoint-*/pool.json"), key=lambda p: int(p.parent.name.split("-")[1]))
-    if not found:
-        return []
-    pool = json.loads(found[-1].read_text())
-    return pool.get("life", []) + [{"id": e["id"], "origin": e["origin"], "admitted": e["admitted"], "left": None,
-                                    "why": None, "level": e["level"], "levels": e["levels"], "moves": e["moves"],
-                                    "plays": e["plays"], "rate": None} for e in pool["envs"]]
 
 if __name__ == "__main__":
     main()

@@ -197,3 +197,76 @@ def test_a_registered_id_and_a_suite_reset_at_a_given_level(tmp_path):
         assert len(env.reset(seed=1)[0].split()[1]) == 4
     finally:
         env.close()
+
+
+def test_a_run_writes_a_life_table_that_eval_plot_draws(tmp_path):
+    from spade_mini.evaluation.plots import life_table, plot_run
+    pool = Pool(window=2, max_age=0)
+    pool.admit("up", "a", "games", "src", [WON, LOST], 0, levels=3)
+    pool.admit("gone", "b", "games", "src", [WON, LOST], 0)
+    pool.record("up", [WON, WON])
+    pool.record("gone", [LOST, LOST])
+    pool.review(1)
+    (tmp_path / "checkpoint-1").mkdir()
+    (tmp_path / "checkpoint-1" / "pool.json").write_text(json.dumps(pool.to_dict()))
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"iteration": i, "pool_size": 2 - i,
+                                                                "pool_level_mean": 0.5}) + "\n" for i in range(2)))
+    rows = life_table(tmp_path)
+    assert [(r["id"], r["why"], r["level"], r["moves"]) for r in rows] == [
+        ("gone", "too hard", 0, []), ("up", None, 1, [[1, 0, 1]])]
+    written = {p.name for p in plot_run(tmp_path)}
+    assert {"life.png", "pool.png"} <= written
+
+
+# level 0 shows the number to write, level 1 shows it on even numbers only (else the one before it)
+CLIMB = '''import random
+
+class WriteNumberEnv:
+    """Write the number meant."""
+    levels = 2
+
+    def reset(self, seed=None, options=None):
+        level = (options or {}).get("level", 0)
+        self.n = random.Random(seed).randint(100, 999)
+        told = "%d" % self.n if level == 0 or self.n % 2 == 0 else "the number after %d" % (self.n - 1)
+        return "Write %s as \\\\boxed{n}." % told, {}
+
+    def step(self, action):
+        won = action.strip() == "\\\\boxed{%d}" % self.n
+        return ("Right." if won else "Wrong."), float(won), True, False, {}
+
+    def solution(self):
+        return ["\\\\boxed{%d}" % self.n]
+'''
+
+
+def test_admission_climbs_a_design_too_easy_at_level_0_to_its_first_level_in_band(tiny_policy):
+    import re
+
+    from scripted import ScriptedRoles
+    from test_pool import _cfg, _state
+
+    from spade_mini.designer.prompts import SYSTEM
+    from spade_mini.loop import one_iteration
+
+    class Copier(ScriptedRoles):
+        """Designs CLIMB; as the agent, boxes the first number of the observation."""
+        def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+            if chats and chats[0][0]["content"] == SYSTEM:
+                return [self._reply(c, f"```python\n{CLIMB}```") for c in chats]
+            return [self._reply(c, "\\boxed{%s}" % re.findall(r"\d+", c[-1]["content"].split("Observation:")[-1])[0])
+                    for c in chats]
+
+    cfg = _cfg(designs_per_iteration=1, plays_per_design=8, episodes_per_iteration=32, max_turns=1,
+               turn_max_new_tokens=16)
+    state = _state(tiny_policy, cfg)
+    state.policy = Copier(tiny_policy)
+    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    assert designs[0].valid and scores[designs[0].id].no_hint_solve_rate == 1.0  # too easy at level 0
+    (env,) = state.active_pool.envs
+    assert env.level == 1 and env.levels == 2 and row["pool_admitted"] == 1
+    level_1 = [e for e in episodes if e.job.level == 1]
+    # the budget of 32 no-hint plays (it has no hint(): no hint arm): K at level 0, K to admit it
+    # at level 1, then the rest replayed there
+    assert len(episodes) == 32 and len(level_1) == 24 == row["replay_episodes"]
+    assert 0 < sum(e.ret > 0 for e in level_1[:8]) < 8

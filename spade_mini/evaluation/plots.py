@@ -3,7 +3,9 @@
 `plot_run(run_dir)` writes `<run_dir>/plots/*.png` (one figure per group of metrics that the
 rows contain: missing keys are skipped, so older or partial runs still plot) and
 `<run_dir>/plots/envs.html`, a table of every generated environment (`envs/*.py`) with the stats
-from its header comment, sorted by regret and re-sortable by clicking a column.
+from its header comment, sorted by regret and re-sortable by clicking a column; with an active
+pool, `life.png`: each environment's life in the pool (admitted, its level over the iterations,
+why it left), from the newest checkpoint's pool.json.
 Omitted: smoothing, comparisons across runs, and live updating.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ GROUPS = {  # file name -> (title, metric keys)
     "throughput": ("tokens per second", ["tokens_per_s"]),
     "time": ("seconds per phase", ["time_design_s", "time_hint_s", "time_play_s", "time_update_s", "time_total_s"]),
     "memory": ("peak memory (MB)", ["peak_memory_mb"]),
+    "pool": ("the active pool", ["pool_size", "pool_in_band", "pool_level_mean", "pool_level_max"]),
 }
 
 
@@ -116,7 +119,55 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         raise FileNotFoundError(f"{metrics} does not exist; pass a run folder written by train.py.")
     out = run_dir / "plots"
     out.mkdir(exist_ok=True)
-    return plot_metrics(read_metrics(metrics), out) + [envs_page(run_dir, out)]
+    rows = read_metrics(metrics)
+    life = life_plot(run_dir, out, max((r.get("iteration", 0) for r in rows), default=0))
+    return plot_metrics(rows, out) + [envs_page(run_dir, out)] + ([life] if life else [])
+
+
+def life_table(run_dir: Path) -> list[dict]:
+    """The active pool's life table in the newest checkpoint: a row per environment it has held
+    (pool.py's life_row; those still in it have no `left`), [] without a pool."""
+    found = sorted(run_dir.glob("checkpoint-*/pool.json"), key=lambda p: int(p.parent.name.rpartition("-")[2]))
+    if not found:
+        return []
+    pool = json.loads(found[-1].read_text())
+    rows = list(pool.get("life", []))
+    for e in pool.get("envs", []):
+        rows.append({"id": e["id"], "admitted": e["admitted"], "left": None, "why": None,
+                     "level": e.get("level", 0), "levels": e.get("levels", 1), "moves": e.get("moves", []),
+                     "plays": e.get("plays", 0)})
+    return rows
+
+
+def life_plot(run_dir: Path, out: Path, last: int) -> Path | None:
+    """One line per environment, from the iteration it joined to the one it left (or the last),
+    at the height of its level; the reason it left at its end."""
+    rows = life_table(run_dir)
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
+    for y, r in enumerate(rows):
+        start = r["moves"][0][1] if r["moves"] else r["level"]
+        points, level, at = [], start, r["admitted"]
+        for it, _, to in r["moves"]:
+            points.append((at, it, level))
+            at, level = it, to
+        points.append((at, last if r["left"] is None else r["left"], level))
+        for a, b, lv in points:
+            ax.plot([a, max(b, a + 0.3)], [y, y], linewidth=6, color=plt.cm.viridis(lv / max(1, r["levels"] - 1)))
+            ax.text(a, y + 0.15, str(lv), fontsize=7)
+        ax.text((last if r["left"] is None else r["left"]) + 0.4, y, f"{r['why'] or 'in the pool'}, {r['plays']} plays",
+                fontsize=7, va="center")
+    ax.set_yticks(range(len(rows)), [r["id"] for r in rows], fontsize=7)
+    ax.set_xlabel("iteration (the number over a bar: its level)")
+    ax.set_title("the active pool: each environment's life")
+    ax.set_xlim(-0.5, last + 4)
+    fig.tight_layout()
+    path = out / "life.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 # --- evaluation ----------------------------------------------------------------------------------
