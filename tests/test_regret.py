@@ -327,3 +327,9 @@ def test_regret_module_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=pathlib.Path(__file__).parent.parent)
     assert out.stdout.strip() == "False"
+
+
+def test_a_group_of_equal_returns_has_advantages_exactly_zero():
+    assert sum([0.1] * 8) / 8 != 0.1  # the float mean is off by 1e-17
+    assert R.group_advantages([0.1] * 8 + [0.0, 1.0], ["a"] * 8 + ["b"] * 2) == [0.0] * 8 + [-0.5, 0.5]
+    assert R.group_advantages([0.1] * 8, ["a"] * 8, normalize_std=True) == [0.0] * 8

@@ -271,7 +271,8 @@ def group_advantages(values: Sequence[float], groups: Sequence[Hashable],
     designer. Subtracting the group mean leaves the gradient unbiased and removes what the whole
     group shares (an easy environment pays everyone). A group of one therefore gets advantage 0.
     With normalize_std the centred values are divided by (population std of the group + eps), as
-    in GRPO; a group whose values are all equal still gets 0.
+    in GRPO. A group whose values are all equal gets exactly 0 (eight returns of 0.1 have a float
+    mean that differs from 0.1 by 1e-17, which would make an uninformative sample look informative).
     """
     if len(values) != len(groups):
         raise ValueError(f"{len(values)} values but {len(groups)} group labels")
@@ -282,7 +283,7 @@ def group_advantages(values: Sequence[float], groups: Sequence[Hashable],
     std = {g: (sum((v - mean[g]) ** 2 for v in vs) / len(vs)) ** 0.5 for g, vs in members.items()}
     advantages = []
     for v, g in zip(values, groups):
-        a = float(v) - mean[g]
+        a = 0.0 if len(set(members[g])) == 1 else float(v) - mean[g]
         if normalize_std:
             a = a / (std[g] + eps)
         advantages.append(a)
