@@ -81,3 +81,12 @@ def test_design_environments_marks_copies_duplicate():
     assert "the prompt's example" in designs[0].reasons[0]
     assert designs[2].reasons[0].startswith("duplicate: the same environment as it0000-01")
     assert [d.valid for d in designs] == [False, True, False]
+
+
+def test_a_rewrite_of_a_held_out_environment_is_a_duplicate():
+    from spade_mini.envs import STARTER_HELDOUT
+    held = next(e for e in STARTER_HELDOUT if e.name == "add_numbers")
+    renamed = held.source.replace("AddNumbersEnv", "SumTwoEnv").replace("self.", "self.my_")
+    (design,) = design_environments(Replies([f"```python\n{renamed}```"]), skills_for("games")[:1], None, None,
+                                    random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
+    assert design.stage == "duplicate" and "held-out add_numbers" in design.reasons[0], design.reasons

@@ -144,11 +144,14 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
 
 
 def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
-    """What a new design must differ from: the prompt's examples, the bundled examples, and every
-    valid environment in memory."""
-    from spade_mini.envs import ALL_EXAMPLES
-    known = [("the prompt's example", GAME_EXAMPLE), ("the prompt's example", TOOL_EXAMPLE)]
+    """What a new design must differ from: the prompt's examples (with and without levels), the
+    bundled examples, the held-out environments (a rewrite of one would train on what the curve
+    measures), and every valid environment in memory."""
+    from spade_mini.designer.prompts import one_level
+    from spade_mini.envs import ALL_EXAMPLES, ALL_HELDOUT
+    known = [("the prompt's example", src) for ex in (GAME_EXAMPLE, TOOL_EXAMPLE) for src in (ex, one_level(ex))]
     known += [(f"example {e.name}", src) for e in ALL_EXAMPLES for src in (e.source, e.without_solution)]
+    known += [(f"held-out {e.name}", src) for e in ALL_HELDOUT for src in (e.source, e.without_solution)]
     if memory is not None:
         known += [(r.id, r.source) for r in memory.records if r.valid]
     return known
