@@ -80,8 +80,10 @@ def play_the_rest(state, cfg, fresh: list, scores: dict, trained: list, rest: in
         for p in replay:
             if p.id not in pool.ids():
                 continue
-            if replay_scores[p.id].failure:  # it crashed in play: out at once
+            if replay_scores[p.id].failure:  # it crashed in play: out at once, and broken in the memory
                 pool.drop(p.id, replay_scores[p.id].failure, it)
+                if state.memory is not None:
+                    state.memory.invalidate(p.id, replay_scores[p.id].failure)
                 changes.append("crashed")
             else:
                 pool.record(p.id, [e.ret for e in ok if e.job.design_id == p.id])

@@ -270,3 +270,20 @@ def test_admission_climbs_a_design_too_easy_at_level_0_to_its_first_level_in_ban
     # at level 1, then the rest replayed there
     assert len(episodes) == 32 and len(level_1) == 24 == row["replay_episodes"]
     assert 0 < sum(e.ret > 0 for e in level_1[:8]) < 8
+
+
+def test_a_crash_in_replay_drops_the_environment_and_its_memory_record_turns_invalid(tiny_policy):
+    from scripted import parity_source
+    from test_pool import _cfg, _state
+
+    from spade_mini.designer.memory import EnvRecord, Memory
+    from spade_mini.replay import play_the_rest
+    crashy = parity_source(10).replace("        won = action", "        1 / 0\n        won = action")
+    cfg = _cfg()
+    state = _state(tiny_policy, cfg, memory=Memory())
+    state.memory.add(EnvRecord("it0000-00", 0, "games", "s", "parity", crashy, True, no_hint_solve_rate=0.5))
+    assert state.active_pool.admit("it0000-00", "s", "games", crashy, [WON, LOST], 0)
+    _, played, _, stats = play_the_rest(state, cfg, [], {}, [], rest=4, it=1)
+    assert len(played) == 4 and stats["pool_retired_why"] == ["crashed"] and not state.active_pool.envs
+    (record,) = state.memory.records
+    assert not record.valid and "crashed in play" in record.reasons[-1]

@@ -119,6 +119,13 @@ class Memory:
             if r.id == row["id"]:
                 r.level, r.levels, r.pool_rate, r.pool_exit = row["level"], row["levels"], row["rate"], row["why"]
 
+    def invalidate(self, env_id: str, reason: str) -> None:
+        """An environment found broken after it validated (it crashed in play): invalid from now
+        on, so it is never a reference nor comes back to the pool."""
+        for r in self.records:
+            if r.id == env_id:
+                r.valid, r.reasons = False, r.reasons + [reason]
+
     def render(self, selection: Selection, code_chars: int = CODE_HEAD_CHARS) -> str:
         """The memory block of the designer prompt ("" when there is nothing to show)."""
         parts = []
