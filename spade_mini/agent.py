@@ -25,11 +25,11 @@ Omitted: rewards for the designer (reward/) and anything about training (reinfor
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 
 from spade_mini.config import DEFAULTS
+from spade_mini.envs.actions import RAW_ACTION_CHARS, as_written, extract_action, last_boxed  # noqa: F401  (the agent's face)
 from spade_mini.policy import PLAIN, Sampling, acting_as, continue_chats
 from spade_mini.reward import episode_return
 from spade_mini.sandbox import (EnvTimeout, SandboxedEnv, SandboxError, SandboxLimits, reset_envs,
@@ -46,7 +46,6 @@ GAME_TEMPLATES = {
 TOOL_TEMPLATE = ("You can use these tools:\n{tools}\n\nCall one tool per turn as "
                  '<tool_call>{{"name": "...", "arguments": {{...}}}}</tool_call>, and finish with '
                  "<answer>...</answer>.\n\nTask: {obs}")
-RAW_ACTION_CHARS = 2000  # an action without a box or tag is passed on truncated to this
 DESIGN_BUDGET_S = 10.0  # environment time one design may make a batch of play wait, in all
 
 
@@ -103,32 +102,6 @@ class Episode:
         return "\n".join(lines + [f"[end] {self.end_reason}, return {self.ret:+.2f}"])
 
 
-def extract_action(text: str, tool_use: bool) -> str:
-    """The action to pass to step(): a tool call or answer block, else the last \\boxed{}, else
-    the raw text (truncated)."""
-    if tool_use:
-        m = re.search(r"<(tool_call|answer)>(.*?)</\1>", text, re.DOTALL)
-        if m:
-            return m.group(0).strip()
-    box = last_boxed(text)
-    if box is not None:
-        return f"\\boxed{{{box}}}"
-    return text.strip()[:RAW_ACTION_CHARS]
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last \\boxed{...}, with nested braces matched."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, i = 1, start + len("\\boxed{")
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i:j].strip()
-    return None  # unclosed box: no answer
-
-
 def first_message(obs: str, tools: list[dict] | None, hint: str | None,
                   template: str = DEFAULTS.agent_template) -> str:
     """The episode's first user message: the template around the first observation (and hint)."""
@@ -149,7 +122,7 @@ def turn_budget(policy, max_new_tokens: int):
         return None
 
     def fits(action: str) -> str | None:
-        written = action if action.lstrip().startswith(("\\boxed{", "<")) else f"\\boxed{{{action}}}"
+        written = as_written(action)
         needed = count(written) + 1  # as the agent writes it (a game's box, or its tool markup), and EOS
         return None if needed <= max_new_tokens else (
             f"the action {action[:60]!r} takes {needed} tokens with the end of the turn, more than "

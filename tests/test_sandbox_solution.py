@@ -48,6 +48,11 @@ REFUSED = {
                                            BOXED_TARGET),
                              "the outcome ignores the episode: another seed's solution() wins "
                              "on every seed, being every seed's solution"),
+    # step() wants a bare digit, solution() says one: the agent writes it boxed and play sends
+    # \\boxed{d}, so no play can win it (validation plays the agent's own action path)
+    "bare_answer": (with_solution(SIMPLE.replace(WIN_CHECK, 'won = action.strip() == "%d" % self.target'),
+                                  r"""return ["%d" % self.target]"""),
+                    "with the episode still running after its last action (turn 1)"),
     "solution_raises": (with_solution(SIMPLE, "raise ValueError('no idea')"),
                         "ValueError: no idea"),
     "a_str": (with_solution(SIMPLE, r'return "\\boxed{1}"'),

@@ -23,6 +23,7 @@ when the design has few of them, which is what the gate is for).
 """
 from collections.abc import Sequence
 
+from spade_mini.envs.actions import as_played
 from spade_mini.sandbox.episodes import Fresh, play
 from spade_mini.sandbox.solution import launch_solver
 
@@ -41,8 +42,8 @@ def gate_reasons(source: str, fresh: Fresh, *, seeds: Sequence[int], max_turns: 
         solver.ready()
         seen = []  # (seed, first observation, solution actions)
         for seed in seeds:
-            obs, _ = solver.reset(seed=seed)
-            seen.append((seed, obs, solver.solution(max_turns)))
+            obs, info = solver.reset(seed=seed)
+            seen.append((seed, obs, tuple(as_played(a, "tools" in info) for a in solver.solution(max_turns))))
     finally:
         solver.close()
     by_obs: dict[str, list[tuple[int, tuple]]] = {}

@@ -15,8 +15,9 @@ child of its own (launched when validation starts, so that it loads while the fi
 run), then plays every episode in a fresh child, as play does (episodes.py), where solution()
 never runs (so nothing it does can help a play):
 
-  * each seed's solution on its seed: it must win, i.e. end the episode with terminated=True
-    and a positive reward;
+  * each seed's solution on its seed, each action played as play would receive it when the
+    agent writes it (envs/actions.py `as_played`: a bare answer boxed, the last box re-wrapped):
+    it must win, i.e. end the episode with terminated=True and a positive reward;
   * two blind players, whose actions do not depend on the episode: the next seed's solution,
     and that solution's first action repeated. Neither may win more than half of the seeds on
     which it is not that seed's own solution (a small answer space makes such coincidences), nor
@@ -30,6 +31,7 @@ environments), and any check that the solution is short, or play an agent could 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from spade_mini.envs.actions import as_played
 from spade_mini.sandbox.env import SandboxedEnv
 from spade_mini.sandbox.episodes import Fresh, play
 from spade_mini.sandbox.limits import EnvProtocolError, EnvRuntimeError, SandboxLimits
@@ -111,7 +113,7 @@ def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_t
     solver.ready()
     solutions = []
     for seed in seeds:
-        solver.reset(seed=seed)
+        _, info = solver.reset(seed=seed)
         try:
             solutions.append(solver.solution(max_turns))
         except EnvRuntimeError as exc:
@@ -124,6 +126,7 @@ def solution_reasons(fresh: Fresh, solver: _Solver, has_solution: bool, *, max_t
         too_long = next((why for why in map(action_fits or (lambda a: None), solutions[-1]) if why), None)
         if too_long:
             return [f"solution() on seed {seed}: {too_long}"]
+        solutions[-1] = tuple(as_played(a, "tools" in info) for a in solutions[-1])  # what play sends
     solver.close()
     lost = []
     for seed, actions in zip(seeds, solutions):
