@@ -133,7 +133,8 @@ def life_table(run_dir: Path) -> list[dict]:
     pool = json.loads(found[-1].read_text())
     rows = list(pool.get("life", []))
     for e in pool.get("envs", []):
-        rows.append({"id": e["id"], "admitted": e["admitted"], "left": None, "why": None,
+        rows.append({"id": e["id"], "skill": e["skill"], "origin": e["origin"], "admitted": e["admitted"],
+                     "left": None, "why": None,
                      "level": e.get("level", 0), "levels": e.get("levels", 1), "moves": e.get("moves", []),
                      "plays": e.get("plays", 0)})
     return rows
