@@ -32,7 +32,7 @@ from spade_mini.pool import Pool, spread
 from spade_mini.probe import probe_chats
 from spade_mini.reinforce import Sample, role_token_counts, update
 from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages, informative_episodes,
-                               lowest_valid_reward, score_playables)
+                               lowest_valid_reward, score_playables, sum_squared_deviations)
 from spade_mini.run import distributed
 from spade_mini.replay import Playable, examples_to_fill, play_the_rest
 from spade_mini.sandbox import SandboxLimits
@@ -215,7 +215,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "valid_designs": sum(b["valid"]),
         "episodes": len(b["crashed"]), "eos_fraction": mean(b["eos"]),
         "no_hint_episodes": len(b["no_hint"]), "informative_episodes": sum(b["informative"]),
-        "trained_environments": len({k for k in b["groups"]}), "trained_first_observations": len(set(b["firsts"])),
+        "trained_environments": len(set(b["groups"])), "trained_first_observations": len(set(b["firsts"])),
         "no_hint_squared_deviation": sum(b["spread"]),
         "unspent_episodes": sum(b["unspent"]),
         "no_hint_return": mean(b["no_hint"]), "hint_return": mean(b["hint"]),
@@ -236,16 +236,6 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         **memory_counts(state.memory),
     }
     return row, designs, playables, episodes, scores
-
-
-def sum_squared_deviations(episodes: list) -> float:
-    """Over groups (one environment at one level), the sum of (return - group mean)^2 of the
-    no-hint returns: what a group-baseline gradient scales with (a count of informative
-    episodes favours big groups)."""
-    groups: dict[str, list[float]] = {}
-    for e in episodes:
-        groups.setdefault(e.job.group, []).append(e.ret)
-    return sum(sum((r - sum(rs) / len(rs)) ** 2 for r in rs) for rs in groups.values())
 
 
 def memory_counts(memory) -> dict:

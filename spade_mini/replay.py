@@ -76,7 +76,7 @@ def play_the_rest(state, cfg, fresh: list, scores: dict, trained: list, rest: in
     played, usable, plan = played + eps, usable + ok, plan + replay
     stats = {"unspent": rest - len(played)}
     if pool is not None:
-        changes = []
+        changes, gone_before = [], len(pool.life)
         for p in replay:
             if p.id not in pool.ids():
                 continue
@@ -89,8 +89,8 @@ def play_the_rest(state, cfg, fresh: list, scores: dict, trained: list, rest: in
                 pool.record(p.id, [e.ret for e in ok if e.job.design_id == p.id])
         changes += [what for _, what in pool.review(
             it, lambda e, level: level_validates(state, cfg, e.source, level))]
-        if state.memory is not None:  # what the designer's prompts show of its pool environments
-            for row in pool.life_table():
+        if state.memory is not None:  # what the designer's prompts show: the pool now, and who left
+            for row in pool.life[gone_before:] + [pool.life_row(e) for e in pool.envs]:
                 state.memory.note_pool(row)
         levels = [e.level for e in pool.envs]
         stats.update({"pool_size": len(pool.envs), "pool_in_band": pool.in_band(), "pool_admitted": len(admitted),

@@ -130,14 +130,8 @@ def life_table(run_dir: Path) -> list[dict]:
     found = sorted(run_dir.glob("checkpoint-*/pool.json"), key=lambda p: int(p.parent.name.rpartition("-")[2]))
     if not found:
         return []
-    pool = json.loads(found[-1].read_text())
-    rows = list(pool.get("life", []))
-    for e in pool.get("envs", []):
-        rows.append({"id": e["id"], "skill": e["skill"], "origin": e["origin"], "admitted": e["admitted"],
-                     "left": None, "why": None,
-                     "level": e.get("level", 0), "levels": e.get("levels", 1), "moves": e.get("moves", []),
-                     "plays": e.get("plays", 0)})
-    return rows
+    from spade_mini.pool import Pool
+    return Pool.from_dict(json.loads(found[-1].read_text())).life_table()
 
 
 def life_plot(run_dir: Path, out: Path, last: int) -> Path | None:

@@ -5,7 +5,8 @@ Pure Python on plain numbers: nothing here imports torch or the sandbox (a test 
 imports), so every rule can be checked by hand and in the notebooks.
 
     scores.py              score_playables: pair the arms of every seed, score each environment;
-                           informative_episodes: the plays in groups with both outcomes
+                           informative_episodes: the plays in groups with both outcomes;
+                           sum_squared_deviations: their spread around the group means
     regret.py              episode_return, hint regret, designer_reward, DesignScore, advantages
     invalidity.py          the reward of a design that failed validation, by its stage
     learning_potential.py  LearningPotential: the no-hint ablation's per-skill averages
@@ -17,8 +18,8 @@ from spade_mini.reward.learning_potential import LearningPotential
 from spade_mini.reward.regret import (DESIGNER_REWARD_KINDS, REGRET_ESTIMATORS, DesignScore, designer_reward,
                                       episode_return, group_advantages, hint_regret, lowest_valid_reward,
                                       score_design)
-from spade_mini.reward.scores import informative_episodes, score_playables
+from spade_mini.reward.scores import informative_episodes, score_playables, sum_squared_deviations
 
-__all__ = ["score_playables", "informative_episodes", "episode_return", "hint_regret", "designer_reward", "DesignScore", "score_design",
+__all__ = ["score_playables", "informative_episodes", "sum_squared_deviations", "episode_return", "hint_regret", "designer_reward", "DesignScore", "score_design",
            "group_advantages", "lowest_valid_reward", "DESIGNER_REWARD_KINDS", "REGRET_ESTIMATORS",
            "INVALID_STAGES", "apply_invalid_policy", "graded_invalid_reward", "LearningPotential"]

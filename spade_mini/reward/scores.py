@@ -48,10 +48,21 @@ def score_playables(playables: list, episodes: list, cfg, potential: LearningPot
     return scores, trained
 
 
-def informative_episodes(episodes: list) -> int:
-    """No-hint episodes in groups (one environment's plays) whose returns differ: the ones
-    REINFORCE with a group baseline learns from."""
+def _returns_by_group(episodes: list) -> list[list[float]]:
+    """The returns of each baseline group (one environment at one level)."""
     groups: dict[str, list[float]] = {}
     for e in episodes:
         groups.setdefault(e.job.group, []).append(e.ret)
-    return sum(len(rets) for rets in groups.values() if len(set(rets)) > 1)
+    return list(groups.values())
+
+
+def informative_episodes(episodes: list) -> int:
+    """No-hint episodes in groups (one environment's plays) whose returns differ: the ones
+    REINFORCE with a group baseline learns from."""
+    return sum(len(rets) for rets in _returns_by_group(episodes) if len(set(rets)) > 1)
+
+
+def sum_squared_deviations(episodes: list) -> float:
+    """Over groups, the sum of (return - group mean)^2: what a group-baseline gradient scales
+    with (a count of informative episodes favours big groups)."""
+    return sum(sum((r - sum(rs) / len(rs)) ** 2 for r in rs) for rs in _returns_by_group(episodes))
