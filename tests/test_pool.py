@@ -237,34 +237,57 @@ def _pools(run: Path) -> dict:
     return {p.name: json.loads((p / "pool.json").read_text()) for p in sorted(run.glob("checkpoint-*"))}
 
 
-def test_resume_after_a_sigkill_restores_the_same_pool_memory_and_episodes(tmp_path):
+def _kill_and_resume_matches(tmp_path, *extra, iterations: int = 4, kill_after: int = 1) -> dict:
+    """Run the iterations whole; run them again, SIGKILLed once checkpoint-`kill_after` is written,
+    and resume; assert the same pool, memory and samples. Returns the whole run's pools."""
+    its = str(iterations)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    whole = subprocess.run(_scripted_command(tmp_path, "whole", "--iterations", "4", "--keep-checkpoints", "0"),
+    whole = subprocess.run(_scripted_command(tmp_path, "whole", "--iterations", its, "--keep-checkpoints", "0", *extra),
                            cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert whole.returncode == 0, whole.stderr[-2000:]
     pools = _pools(tmp_path / "whole")
     assert any(p["envs"] for p in pools.values())  # the pool really held environments
 
-    killed = subprocess.Popen(_scripted_command(tmp_path, "split", "--iterations", "4", "--keep-checkpoints", "0"),
+    killed = subprocess.Popen(_scripted_command(tmp_path, "split", "--iterations", its, "--keep-checkpoints", "0", *extra),
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.time() + 300
-    while not (tmp_path / "split" / "checkpoint-1").is_dir() and killed.poll() is None and time.time() < deadline:
+    while not (tmp_path / "split" / f"checkpoint-{kill_after}").is_dir() and killed.poll() is None \
+            and time.time() < deadline:
         time.sleep(0.05)
-    killed.send_signal(signal.SIGKILL)  # between iterations 1 and 2 (or early in iteration 2)
+    killed.send_signal(signal.SIGKILL)  # between iterations kill_after and kill_after + 1 (or early in the next)
     killed.wait()
-    assert (tmp_path / "split" / "checkpoint-1").is_dir() and not (tmp_path / "split" / "checkpoint-3").exists()
-    out = subprocess.run(_scripted_command(tmp_path, "split", "--iterations", "4", "--resume"),
+    assert (tmp_path / "split" / f"checkpoint-{kill_after}").is_dir()
+    assert not (tmp_path / "split" / f"checkpoint-{iterations - 1}").exists()
+    out = subprocess.run(_scripted_command(tmp_path, "split", "--iterations", its, "--resume", *extra),
                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "resumed" in out.stdout
     split = tmp_path / "split"
-    assert _pools(split)["checkpoint-3"] == pools["checkpoint-3"]
+    assert _pools(split)[f"checkpoint-{iterations - 1}"] == pools[f"checkpoint-{iterations - 1}"]
     assert (split / "memory.jsonl").read_text() == (tmp_path / "whole" / "memory.jsonl").read_text()
     rows = lambda run, kind: [{k: v for k, v in r.items() if k not in ("transcript", "completion")}  # noqa: E731
                               for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines())
                               if r["kind"] == kind]
     assert rows(split, "episode") == rows(tmp_path / "whole", "episode")
     assert rows(split, "design") == rows(tmp_path / "whole", "design")
+    return pools
+
+
+def test_resume_after_a_sigkill_restores_the_same_pool_memory_and_episodes(tmp_path):
+    _kill_and_resume_matches(tmp_path)
+
+
+def test_resume_after_a_sigkill_restores_the_pools_levels_and_moves(tmp_path):
+    """Games with 4 levels and a window of 2 plays: the pool raises and lowers levels every few
+    plays, so the kill falls among moves, and the resumed run must move them the same way."""
+    pools = _kill_and_resume_matches(tmp_path, "--scripted-levels", "--pool-window", "2", iterations=5, kill_after=2)
+    restored = pools["checkpoint-2"]["envs"]  # what the resumed run starts from
+    assert any(e["level"] > 0 and e["moves"] for e in restored), restored  # a level had really moved
+    assert any(e["moves"][-1][0] > 2 for e in pools["checkpoint-4"]["envs"] if e["moves"])  # and moves after
+    assert all(e["levels"] == 4 for p in pools.values() for e in p["envs"])  # from the memory too
+    designs = [json.loads(line) for line in (tmp_path / "whole" / "memory.jsonl").read_text().splitlines()]
+    assert [r["levels"] for r in designs if r["valid"] and r["iteration"] >= 0] == \
+        [4] * sum(r["valid"] and r["iteration"] >= 0 for r in designs)  # a record knows its levels before the pool
 
 
 # --- the contract told is the contract played ---------------------------------------------------

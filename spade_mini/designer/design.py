@@ -181,4 +181,4 @@ def design_record(design: Design, no_hint_solve_rate: float | None = None,
     return EnvRecord(design.id, design.iteration, design.skill.setting, design.skill.key,
                      env_title(design.source) if design.source else "no code", design.source or "",
                      design.valid, list(design.reasons), no_hint_solve_rate, hint_solve_rate,
-                     regret)
+                     regret, levels=design.validation.levels if design.valid and design.validation else 1)
