@@ -25,7 +25,7 @@ test: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)
 eval: $(STAMP) $(ESTAMP)
 	$(PY) eval.py $(ARGS)
 
-demo: $(STAMP)
+demo: $(STAMP) $(ESTAMP)
 	$(PY) bench/learning_curve.py $(ARGS)
 
 setup: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)

@@ -17,7 +17,9 @@ sys.path.insert(0, str(ROOT))
 
 from spade_mini.evaluation import curve  # noqa: E402
 
-ARMS = {"spade": [], "fixed": ["--fixed-pool"]}
+# spade and fixed share the active pool with levels (they differ only in who writes its environments);
+# plain is the fixed rotation of earlier rounds (no levels, no pool moves), for reading against them.
+ARMS = {"spade": [], "fixed": ["--fixed-pool"], "plain": ["--plain-fixed-pool"]}
 VERSION = 2  # the summary's schema: item outcomes packed per point (curve.pack)
 KEPT = ("iteration", "valid_fraction", "valid_designs", "designs", "regret", "no_hint_return", "hint_return",
         "informative_episodes", "no_hint_episodes", "pool_size", "agent_loss", "designer_loss",

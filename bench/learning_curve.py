@@ -6,7 +6,8 @@ and the same no-hint episodes per iteration, under its own --seed:
 
     spade  the policy designs environments (shown the tier's examples in its memory), plays them
            with and without a hint, replays its active pool, and both roles learn;
-    fixed  the agent plays the tier's examples themselves (`--fixed-pool`): no designer.
+    fixed  the same active pool with levels, filled with the tier's examples (`--fixed-pool`): no designer;
+    plain  (only when asked: `--arms plain`) the earlier rounds' fixed rotation, no levels (`--plain-fixed-pool`).
 
 The starting policy is evaluated once (`train.py --iterations 0`): it is the same for every run
 (a LoRA adapter starts as a no-op, and evaluation is greedy). Then every `--eval-every`
@@ -31,6 +32,7 @@ summary, the same command runs only the runs it does not hold as finished.
 Everything after `--` goes to train.py unchanged (for the start evaluation and both arms).
 """
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -96,7 +98,7 @@ def plot(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 5, figsize=(21, 3.8))
-    colours = {"spade": "tab:blue", "fixed": "tab:orange"}
+    colours = {"spade": "tab:blue", "fixed": "tab:orange", "plain": "tab:gray"}
     for key, s in summary["runs"].items():
         arm, pts = arm_seed(key)[0], s["points"]
         for ax, x in ((axes[0], "iteration"), (axes[1], "seconds")):
@@ -104,7 +106,7 @@ def plot(summary: dict, path: Path) -> None:
             ax.plot(xs, [p["solve_rate"] for p in pts], marker="o", ms=3, color=colours[arm], label=key)
             ax.fill_between(xs, [p["low"] for p in pts], [p["high"] for p in pts], color=colours[arm], alpha=0.12)
         for ax, k, arms in ((axes[2], "valid_fraction", ("spade",)), (axes[3], "regret", ("spade",)),
-                            (axes[4], "no_hint_return", ("spade", "fixed"))):
+                            (axes[4], "no_hint_return", tuple(ARMS))):
             got = [(r["iteration"], r[k]) for r in s["iterations"] if r.get(k) is not None]
             if arm in arms and got:  # None: the designer did not run, or the fixed pool has no hint arm
                 ax.plot(*zip(*got), marker="o", ms=3, color=colours[arm], label=key)
@@ -122,6 +124,25 @@ def plot(summary: dict, path: Path) -> None:
             ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def missing_suites(preset: str, extra: list[str]) -> str | None:
+    """The sentence that stops a curve before any training when a transfer suite it would play is
+    not installed (a curve without its strongest suite is not the curve it names); None if all are."""
+    from spade_mini.evaluation.benchmarks import INSTALL
+    from spade_mini.presets import PRESETS
+    items = PRESETS.get(preset, {}).get("transfer_items", 0)
+    for flag, value in zip(extra, extra[1:]):
+        if flag == "--transfer-items":
+            items = int(value)
+    for arg in extra:
+        if arg.startswith("--transfer-items="):
+            items = int(arg.split("=", 1)[1])
+    if items <= 0 or importlib.util.find_spec("reasoning_gym") is not None:
+        return None
+    return (f"the transfer suites need the 'reasoning_gym' package and it is not installed; run "
+            f"`{INSTALL['reasoning_gym']}` (or `make demo`, which installs requirements-eval.txt), "
+            f"or pass `-- --transfer-items 0` to run the curve without transfer suites.")
 
 
 def main() -> int:
@@ -145,7 +166,10 @@ def main() -> int:
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     arms = [a for a in args.arms.split(",") if a.strip()]
     if unknown := [a for a in arms if a not in ARMS]:
-        parser.error(f"unknown arm {unknown[0]!r}; use spade and/or fixed")
+        parser.error(f"unknown arm {unknown[0]!r}; use any of {', '.join(ARMS)}")
+    if missing := missing_suites(args.preset, extra):
+        print(missing)
+        return 2
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     runs = {run_name(args.name, arm, seed): (arm, seed) for seed in seeds for arm in arms}
@@ -162,8 +186,10 @@ def main() -> int:
                      if -1 in evaluations(start_run) else prev_start)
             if start is None:
                 raise SystemExit(f"no start evaluation in {start_run} or in --summary; run without --plot-only first")
+            # every run the earlier summary holds stays (another invocation may have run other arms or seeds)
             records = {key: record(run_dir / key, args.iterations) if (run_dir / key / "metrics.jsonl").is_file()
-                       else prev_runs[key] for key in runs if (run_dir / key / "metrics.jsonl").is_file() or key in prev_runs}
+                       else prev_runs[key] for key in {**prev_runs, **runs}
+                       if (run_dir / key / "metrics.jsonl").is_file() or key in prev_runs}
             summary = summarize(settings, start, records)
             text = json.dumps(summary, indent=1)
             (run_dir / f"{args.name}-summary.json").write_text(text)
