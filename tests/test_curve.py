@@ -152,10 +152,10 @@ def test_a_stopped_curve_continues_instead_of_starting_again(tmp_path):
 
     saved = tmp_path / "summary.json"  # what a sitting commits
 
-    def curve(iterations: int) -> str:
+    def curve(iterations: int, *flags: str) -> str:
         cmd = [sys.executable, str(ROOT / "bench" / "learning_curve.py"), "--preset", "cpu-smoke", "--arms", "fixed",
                "--iterations", str(iterations), "--eval-every", "1", "--run-dir", str(tmp_path), "--name", "c",
-               "--summary", str(saved), "--", *tiny]
+               "--summary", str(saved), *flags, "--", *tiny]
         out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         return out.stdout
@@ -188,3 +188,28 @@ def test_a_stopped_curve_continues_instead_of_starting_again(tmp_path):
     assert not start.exists() and not arm.exists() and (tmp_path / "c-fixed-s0.log").read_text() == log
     again = json.loads(saved.read_text())
     assert again["runs"] == summary["runs"] and again["arms"] == summary["arms"]
+    # another arm asked for later (the plain rotation of seed 0 only) keeps the runs the summary holds
+    curve(2, "--arms", "plain", "--plot-only")
+    assert json.loads(saved.read_text())["runs"] == summary["runs"]
+
+
+def test_a_curve_without_its_transfer_suite_stops_before_training_with_the_install_command(tmp_path, monkeypatch):
+    """make demo names reasoning-gym among its transfer suites: without the package it must not
+    train for an hour and then skip the suite; it stops first, naming the command."""
+    import importlib.util
+
+    import learning_curve
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "reasoning_gym" else real(name, *a))
+    message = learning_curve.missing_suites("cpu", [])
+    assert message and "pip install reasoning-gym" in message and "--transfer-items 0" in message
+    assert learning_curve.missing_suites("cpu", ["--transfer-items", "0"]) is None  # no transfer suites asked
+    assert learning_curve.missing_suites("cpu-smoke", ["--transfer-items=2"]) is not None
+    monkeypatch.setattr(sys, "argv", ["learning_curve.py", "--run-dir", str(tmp_path / "runs"), "--name", "x"])
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a train.py process was started")
+    monkeypatch.setattr(learning_curve, "train", no_training)
+    assert learning_curve.main() == 2 and not (tmp_path / "runs").exists()  # nothing started
+    monkeypatch.undo()
+    assert learning_curve.missing_suites("cpu", []) is None  # installed here (make test installs it)
