@@ -84,6 +84,8 @@ class Config:
     """At most this many designs written in one regeneration, valid or not (0: three times --designs-per-iteration)."""
     design_seconds: float = 0.0
     """No new batch of designs is started after this many seconds of one regeneration (0: no limit)."""
+    design_repair: bool = False
+    """An attempt that failed validation as a bug gets its slot's next attempt as a repair: its own code and validation's words in, a corrected environment out (once a slot; then fresh attempts again)."""
     design_every: int = 1
     """The designer runs every this many iterations, or sooner when the active pool is short (spade_mini/pool.py)."""
     pool_max_age: int = 0

@@ -98,7 +98,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
                 until_valid=share(cfg.valid_designs), max_attempts=share(cfg.design_attempts),
                 max_seconds=cfg.design_seconds, max_turns=cfg.max_turns,
                 turn_tokens=cfg.turn_max_new_tokens, action_fits=turn_budget(policy, cfg.turn_max_new_tokens),
-                min_instances=cfg.plays_per_design, levels=cfg.design_levels)
+                min_instances=cfg.plays_per_design, levels=cfg.design_levels, repair=cfg.design_repair)
         fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, cfg.plays_per_design,
                           levels=d.validation.levels) for d in designs if d.valid]
     times["design"] = time.time() - t
@@ -190,7 +190,8 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     from spade_mini.policy.drift import drift_kl
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     b = distributed.gather_by_key({
-        "valid": [d.valid for d in designs], "environments": sorted({p.id for p in playables}),
+        "valid": [d.valid for d in designs], "written_as": [d.written_as for d in designs],
+        "environments": sorted({p.id for p in playables}),
         "crashed": [e.crashed is not None for e in episodes],
         "eos": [float(t.finished) for e in episodes for t in e.turns],
         "no_hint": [e.ret for e in trained], "groups": sorted({e.job.group for e in trained}),
@@ -213,6 +214,8 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "iteration": it, "designs": len(b["valid"]), "environments": len(b["environments"]),
         "valid_fraction": mean(b["valid"]) if b["valid"] else (1.0 if cfg.fixed_pool else None),
         "valid_designs": sum(b["valid"]),
+        "repair_designs": b["written_as"].count("repair"),
+        "repair_valid": sum(v for v, w in zip(b["valid"], b["written_as"]) if w == "repair"),
         "episodes": len(b["crashed"]), "eos_fraction": mean(b["eos"]),
         "no_hint_episodes": len(b["no_hint"]), "informative_episodes": sum(b["informative"]),
         "trained_environments": len(set(b["groups"])), "trained_first_observations": len(set(b["firsts"])),

@@ -259,3 +259,44 @@ def test_a_valid_copy_of_an_example_earns_more_than_any_broken_design():
         floor = lowest_valid_reward(kind)
         copy, *rest = apply_invalid_policy([(d.stage, 0.0, True) for d in designs], "graded", -1.0, floor)
         assert copy > max(rest) and copy < floor
+
+
+class RepairingPolicy(ScriptedPolicy):
+    """A designer that writes a NameError in step() and fixes it when shown validation's words."""
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        self.calls.append((chats, max_new_tokens, temperature))
+        return [FakeCompletion(VALID if "failed validation" in chat[1]["content"] else NAME_ERROR,
+                               list(range(5)), [1, 2]) for chat in chats]
+
+
+NAME_ERROR = VALID.replace("good = action.strip()", "good = actoin.strip()")
+
+
+def test_an_attempt_that_failed_as_a_bug_is_repaired_and_both_are_recorded():
+    from spade_mini.run.reports import sample_rows
+    skills = skills_for("games")[:1]
+    designs = design_environments(RepairingPolicy([]), skills, Corpus.load(None), Memory(), random.Random(0),
+                                  max_new_tokens=300, temperature=0.6, iteration=2, until_valid=1,
+                                  max_attempts=3, repair=True)
+    broken, fixed = designs
+    assert broken.stage == "step" and any("NameError" in r for r in broken.reasons), broken.reasons
+    assert (broken.written_as, broken.parent) == ("fresh", None)
+    assert fixed.valid and (fixed.written_as, fixed.parent, fixed.id) == ("repair", broken.id, "it0002-00-a2")
+    text = fixed.prompt[1]["content"]  # its own prompt: the broken code and validation's words, no document
+    assert "actoin.strip()" in text and "NameError" in text and "'step' check" in text
+    assert "REFERENCE_DOCUMENT" not in text and fixed.document_id is None
+    records = [design_record(d) for d in designs]
+    assert [(r.written_as, r.parent) for r in records] == [("fresh", None), ("repair", broken.id)]
+    rows = sample_rows(2, designs, [], {})
+    assert [(r["written_as"], r["parent"]) for r in rows] == [("fresh", None), ("repair", broken.id)]
+
+    # without repair the slot is written afresh (the same bug again); a repair that fails is not repaired again
+    plain = design_environments(RepairingPolicy([]), skills, None, None, random.Random(0), max_new_tokens=300,
+                                temperature=0.6, iteration=2, until_valid=1, max_attempts=3)
+    assert [(d.written_as, d.valid) for d in plain] == [("fresh", False)] * 3
+    stubborn = RepairingPolicy([])
+    stubborn.generate = lambda chats, *a, **k: [FakeCompletion(NAME_ERROR, [0], [1]) for _ in chats]
+    again = design_environments(stubborn, skills, None, None, random.Random(0), max_new_tokens=300,
+                                temperature=0.6, iteration=2, until_valid=1, max_attempts=4, repair=True)
+    assert [d.written_as for d in again] == ["fresh", "repair", "fresh", "repair"]

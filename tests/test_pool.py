@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from scripted import InvalidFirst, ScriptedRoles, parity_source
 
 from spade_mini.config import Config
+from spade_mini.designer.prompts import SYSTEM
 from spade_mini.designer import skills_for
 from spade_mini.designer.memory import EnvRecord, Memory
 from spade_mini.envs import STARTER
@@ -221,6 +223,38 @@ def test_design_until_k_valid_stops_at_k_or_at_the_cap_and_keeps_every_attempt(t
     state.policy = InvalidFirst(tiny_policy, invalid=3)
     row, designs, *_ = one_iteration(state, one)
     assert [d.valid for d in designs] == [False, False, False, True]  # K = 1 reached: no second batch
+
+
+class BrokenThenModel(ScriptedRoles):
+    """Fresh designer prompts get a parity game with a NameError in step(); a repair prompt goes
+    to the model underneath (the real generate path: its prompt tokenized, its reply sampled)."""
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        if chats and chats[0][0]["content"] == SYSTEM:
+            out = []
+            for chat in chats:
+                if "failed validation" in chat[1]["content"]:
+                    out += self.policy.generate([chat], max_new_tokens, temperature)
+                else:
+                    broken = parity_source(int(torch.randint(10, 10**6, (1,)))).replace("won = action", "won = actoin")
+                    out.append(self._reply(chat, f"```python\n{broken}```"))
+            return out
+        return super().generate(chats, max_new_tokens, temperature, tools)
+
+
+def test_the_loop_repairs_an_attempt_that_failed_as_a_bug_through_the_model(tiny_policy):
+    torch.manual_seed(0)
+    cfg = _cfg(valid_designs=1, design_attempts=4, design_repair=True, design_max_new_tokens=24)
+    state = _state(tiny_policy, cfg, memory=Memory())
+    state.policy = BrokenThenModel(tiny_policy)
+    row, designs, *_ = one_iteration(state, cfg)
+    assert [d.written_as for d in designs] == ["fresh", "fresh", "repair", "repair"]
+    assert all(d.stage == "step" and any("NameError" in r for r in d.reasons) for d in designs[:2])
+    assert [d.parent for d in designs[2:]] == [d.id for d in designs[:2]]
+    for d in designs[2:]:  # a designer sample of its own prompt: the repair chat, as the model read it
+        assert d.completion.prompt_ids == tiny_policy.prompt_ids(d.prompt) and d.reward is not None
+    assert (row["repair_designs"], row["repair_valid"]) == (2, sum(d.valid for d in designs[2:]))
+    assert [(r.written_as, r.parent) for r in state.memory.records] == [(d.written_as, d.parent) for d in designs]
 
 
 # --- a SIGKILL between iterations, then --resume: the same pool as the uninterrupted run -------

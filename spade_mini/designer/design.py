@@ -22,15 +22,20 @@ from spade_mini.config import DEFAULTS
 from spade_mini.designer.corpus import Corpus
 from spade_mini.designer.memory import EnvRecord, Memory, env_title
 from spade_mini.designer.novelty import fingerprint, known_fingerprints
-from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt
+from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, repair_prompt
 from spade_mini.designer.skills import Skill
-from spade_mini.envs import MAX_TURNS
+from spade_mini.envs import MAX_TURNS, STAGES
 
 if TYPE_CHECKING:  # for annotations only: the policy imports torch
     from spade_mini.policy import Completion
     from spade_mini.sandbox import SandboxLimits, Validation
 
 NO_CLASS = "no environment class in the reply"
+
+# The stages at which an attempt failed as a bug that its own code and validation's words can fix:
+# every validation stage (a parse error, a NameError in step, a solution that loses, too few
+# instances), not a reply without code, nor a copy of a known environment.
+REPAIRABLE = STAGES[:-1]
 
 
 _PY_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
@@ -66,6 +71,8 @@ class Design:
     attempt: int  # 1 for the first try of this slot
     stage: str = "valid"  # how far validation got: "valid", or where it failed (invalidity.INVALID_STAGES)
     reward: float | None = None  # the designer reward it earned, set by the loop (None: dropped)
+    written_as: str = "fresh"  # "fresh" (the designer prompt) or "repair" (its parent's code and validation's words)
+    parent: str | None = None  # the design a repair repairs
 
 
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,
@@ -75,7 +82,8 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
                         first_slot: int = 0, require_solution: bool = DEFAULTS.require_solution,
                         until_valid: int = 0, max_attempts: int = 0, max_seconds: float = 0.0,
                         max_turns: int = MAX_TURNS, turn_tokens: int | None = None,
-                        action_fits=None, min_instances: int = 0, levels: bool = True) -> list[Design]:
+                        action_fits=None, min_instances: int = 0, levels: bool = True,
+                        repair: bool = False) -> list[Design]:
     """One design per entry of `skills`, then invalid slots re-generated with a fresh document:
     up to `retries` times, or (with `until_valid` > 0) until that many designs are valid, at most
     `max_attempts` designs in all (0: three per slot) and no new batch after `max_seconds` (0: no
@@ -85,7 +93,9 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
     (the run's cap) and refuses a solution() action that `action_fits(action)` says no to (the
     run's turn budget; it returns a reason or None), and one with fewer than `min_instances`
     distinct instances (the run's K; sandbox/instances.py). `levels`: the prompt asks for
-    difficulty levels (prompts.py). Design ids number the slots from
+    difficulty levels (prompts.py). `repair`: a slot whose fresh attempt failed as a bug (a stage
+    of REPAIRABLE) gets its next attempt as a repair of that code (prompts.repair_prompt), once;
+    then fresh attempts again. Design ids number the slots from
     `first_slot` (a data-parallel rank designs a block of the iteration's slots); a slot's later
     attempts add `-a<attempt>`."""
     from spade_mini.policy import acting_as
@@ -93,19 +103,28 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
     cap = max_attempts or 3 * len(skills)
     started = time.monotonic()
     designs: list[Design] = []
+    last_of: dict[int, Design] = {}  # each slot's latest attempt
     pending = list(range(len(skills)))
     attempt = 0
     while pending:
         attempt += 1
         if until_valid > 0:
             pending = pending[:cap - len(designs)]
-        chats, doc_ids = [], []
+        chats, doc_ids, parents = [], [], []
         for slot in pending:
+            last = last_of.get(slot)
+            if repair and last is not None and last.written_as == "fresh" and last.stage in REPAIRABLE:
+                chats.append(repair_prompt(skills[slot], last.source, last.stage, last.reasons, turns=max_turns,
+                                           turn_tokens=turn_tokens, levels=levels))
+                doc_ids.append(None)
+                parents.append(last.id)
+                continue
             doc = corpus.sample(rng) if corpus is not None else None
             block = memory.render(memory.select(skills[slot].key, rng, references)) if memory else ""
             chats.append(designer_prompt(skills[slot], doc, block, turns=max_turns, turn_tokens=turn_tokens,
                                          levels=levels))
             doc_ids.append(doc.id if doc else None)
+            parents.append(None)
         with acting_as(policy, "designer"):
             completions = policy.generate(chats, max_new_tokens, temperature=temperature)
         sources = [extract_code(c.text) for c in completions]
@@ -131,7 +150,8 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
             written.append(Design(
                 design_id, iteration, skills[slot], doc_ids[i], chats[i], completion, sources[i],
                 validation, valid, [] if valid else reasons, len(completion.prompt_ids), attempt,
-                stage))
+                stage, written_as="fresh" if parents[i] is None else "repair", parent=parents[i]))
+            last_of[slot] = written[-1]
         designs += written
         pending = [slot for slot, d in zip(pending, written) if not d.valid]
         if until_valid <= 0:
@@ -181,4 +201,5 @@ def design_record(design: Design, no_hint_solve_rate: float | None = None,
     return EnvRecord(design.id, design.iteration, design.skill.setting, design.skill.key,
                      env_title(design.source) if design.source else "no code", design.source or "",
                      design.valid, list(design.reasons), no_hint_solve_rate, hint_solve_rate,
-                     regret, levels=design.validation.levels if design.valid and design.validation else 1)
+                     regret, levels=design.validation.levels if design.valid and design.validation else 1,
+                     written_as=design.written_as, parent=design.parent)

@@ -48,6 +48,8 @@ class EnvRecord:
     levels: int = 1  # how many levels it has
     pool_rate: float | None = None  # its no-hint rate over the pool's last window, at `level`
     pool_exit: str | None = None  # why it left the pool (None: never in it, or still there)
+    written_as: str = "fresh"  # "fresh" or "repair" (design.py)
+    parent: str | None = None  # the design a repair repairs
 
 
 @dataclass

@@ -151,6 +151,24 @@ def designer_prompt(skill: Skill, document: Document | None, memory_block: str,
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
+REPAIR_TAIL = 12  # the last lines of validation's words a repair prompt shows
+
+
+def repair_prompt(skill: Skill, source: str, stage: str, reasons: list[str],
+                  turns: int = MAX_TURNS, turn_tokens: int | None = None, levels: bool = True) -> list[dict]:
+    """The designer chat that repairs its own invalid attempt: the setting's contract, the code,
+    and what validation said (the stage it failed at, its reasons, the traceback's last lines).
+    Shorter than a fresh prompt: no document, no references, no example."""
+    said = "\n".join("\n".join(reasons).splitlines()[-REPAIR_TAIL:])
+    rules = (CONTRACT[skill.setting] + "\n" + RULES.format(turns=turns)
+             + (f"\n- The agent writes at most {turn_tokens} tokens a turn." if turn_tokens else "")
+             + ("\n" + LEVELS[skill.setting] + LEVEL_RULE if levels else ""))
+    user = (f"This environment, written to train {skill.name}, failed validation at the {stage!r} check.\n"
+            f"```python\n{source}\n```\nValidation said:\n{said}\n\n{rules}\n\n"
+            "Fix the cause. Reply with the whole corrected environment as one ```python block.")
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
 def one_level(example: str) -> str:
     """A prompt example without its levels (level 0 everywhere), for the prompt without them."""
     lines = [line for line in example.splitlines() if not line.strip().startswith(("levels =", "level ="))]
