@@ -124,6 +124,8 @@ class Config:
     """'graded' (an invalid design earns more the further validation got, always below any valid design) or 'constant' (--invalid-reward for all)."""
     drop_invalid: bool = False
     """Drop invalid designs from the designer update instead of penalising them."""
+    invalid_update_fraction: float = 1.0
+    """The fraction of invalid designs the designer's update scores: each kept one counts 1/fraction times, the left-out ones still count in the token denominator, so the expected gradient is the full one (1: every invalid design is scored)."""
     designer_weight: float = 1.0
     """Weight of the designer loss in the total loss."""
     normalize_std: bool = False
@@ -253,6 +255,9 @@ class Config:
         if self.valid_designs > self.designs_per_iteration:
             raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than the "
                               f"{self.designs_per_iteration} slots of --designs-per-iteration; give at most that many.")
+        if not 0.0 < self.invalid_update_fraction <= 1.0:
+            raise ConfigError(f"--invalid-update-fraction {self.invalid_update_fraction} is the share of invalid "
+                              "designs the update scores; give a number in (0, 1], e.g. 0.25.")
         if self.full_finetune and self.separate_adapters:
             raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
                               "fine-tuning has none of; drop one of the two flags.")

@@ -30,7 +30,7 @@ from spade_mini.agent import Job, play_episodes, play_settings, turn_budget
 from spade_mini.designer import design_environments, design_record, episode_hints, generate_hints, skill_schedule
 from spade_mini.pool import Pool, spread
 from spade_mini.probe import probe_chats
-from spade_mini.reinforce import Sample, role_token_counts, update
+from spade_mini.reinforce import Sample, role_token_counts, thin_out, update
 from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages, informative_episodes,
                                lowest_valid_reward, score_playables, sum_squared_deviations)
 from spade_mini.run import distributed
@@ -160,21 +160,24 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     for d, r in zip(designs, design_rewards):
         d.reward = r
     kept = [(d, r) for d, r in zip(designs, design_rewards) if r is not None]
+    left_out = []  # designer samples the update leaves out (their tokens still count)
     if not cfg.no_designer_training:  # a skill's designs may lie on several ranks: gather them
         group = (lambda d: "cohort") if cfg.designer_baseline == "cohort" else (lambda d: d.skill.key)
         batch, mine = distributed.gather_concat([(group(d), r) for d, r in kept])
         design_adv = group_advantages([r for _, r in batch], [k for k, _ in batch],
                                       normalize_std=cfg.normalize_std)[mine]
-        samples += [Sample(d.completion.prompt_ids, d.completion.completion_ids, adv, "designer",
-                           d.completion.sampling)
-                    for (d, _), adv in zip(kept, design_adv)]
+        written = [Sample(d.completion.prompt_ids, d.completion.completion_ids, adv, "designer",
+                          d.completion.sampling) for (d, _), adv in zip(kept, design_adv)]
+        # the update scores every valid design and a fraction of the invalid ones (same expected gradient)
+        written, left_out = thin_out(written, [d.valid for d, _ in kept], cfg.invalid_update_fraction, state.rng)
+        samples += written
 
     # 7. one update for both roles (one LoRA adapter, or every weight)
     t = time.time()
     say("update")
     stats = update(policy, samples, state.optimizer, designer_weight=cfg.designer_weight,
                    micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm,
-                   token_counts=distributed.sum_over_ranks(role_token_counts(samples)),
+                   token_counts=distributed.sum_over_ranks(role_token_counts(samples + left_out)),
                    sync_gradients=distributed.all_reduce_gradients,
                    designer_only_step=cfg.designer_only_steps)
     times["update"] = time.time() - t
@@ -199,6 +202,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "regret": [scores[p.id].regret for p in fresh],  # None: not measured
         "leaky": [h.leak is not None for h in hints],
         "designer_reward": [r for r in design_rewards if r is not None],
+        "designer_samples": [sum(s.role == "designer" for s in samples)], "left_out": [len(left_out)],
         "informative": [informative_episodes(trained)], "unspent": [pool_stats.pop("unspent")],
         "firsts": sorted({e.messages[0]["content"] for e in trained if e.messages}),
         "spread": [sum_squared_deviations(trained)],
@@ -227,6 +231,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         "unhinted_environments": sum(r is None for r in b["regret"]),
         "leaky_hints": sum(b["leaky"]),
         "designer_reward": mean(b["designer_reward"]),
+        "designer_samples": sum(b["designer_samples"]), "designer_samples_left_out": sum(b["left_out"]),
         "agent_loss": sum(a for a, _ in b["losses"]), "designer_loss": sum(d for _, d in b["losses"]),
         "grad_norm": stats.grad_norm, "agent_grad_norm": stats.agent_grad_norm,
         "designer_grad_norm": stats.designer_grad_norm,

@@ -257,6 +257,21 @@ def test_the_loop_repairs_an_attempt_that_failed_as_a_bug_through_the_model(tiny
     assert [(r.written_as, r.parent) for r in state.memory.records] == [(d.written_as, d.parent) for d in designs]
 
 
+def test_the_update_scores_every_valid_design_and_a_fraction_of_the_invalid_ones(tiny_policy):
+    torch.manual_seed(0)
+    cfg = _cfg(valid_designs=2, design_attempts=10, invalid_update_fraction=0.25)
+    state = _state(tiny_policy, cfg)
+    state.policy = InvalidFirst(tiny_policy, invalid=8)
+    row, designs, *_ = one_iteration(state, cfg)
+    assert [d.valid for d in designs] == [False] * 8 + [True] * 2
+    scored, left = row["designer_samples"], row["designer_samples_left_out"]
+    assert scored + left == len(designs) and 2 < scored < len(designs) and left > 0, (scored, left)
+    whole = _state(tiny_policy, _cfg(valid_designs=2, design_attempts=10))
+    whole.policy = InvalidFirst(tiny_policy, invalid=8)
+    full = one_iteration(whole, _cfg(valid_designs=2, design_attempts=10))[0]
+    assert (full["designer_samples"], full["designer_samples_left_out"]) == (len(designs), 0)
+
+
 # --- a SIGKILL between iterations, then --resume: the same pool as the uninterrupted run -------
 
 def _scripted_command(tmp_path, name, *extra):

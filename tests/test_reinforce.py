@@ -272,3 +272,46 @@ def test_reinforce_learns_a_one_token_bandit():
     assert p_start < 0.15
     assert p_end > 0.5, (p_start, p_end, rates)
     assert sum(rates[-5:]) / 5 > sum(rates[:5]) / 5 + 0.3, rates
+
+
+def test_thinning_invalid_designs_keeps_the_expected_gradient_exactly():
+    """Every draw of which invalid designs the update scores, weighted by its probability, sums to
+    the gradient of scoring all of them: the kept ones count 1/fraction times and the left-out
+    ones still count in the designer's token denominator."""
+    import itertools
+
+    from spade_mini.reinforce import thin_out
+    fraction = 0.25
+    samples = [Sample([1], [2, 3], 0.7, "agent"), Sample([1], [4, 5, 6], 0.9, "designer"),  # a valid design
+               Sample([1], [7], -0.4, "designer"), Sample([1], [8, 9], -0.2, "designer"),
+               Sample([1], [3, 3, 3, 3], -0.5, "designer")]  # three invalid designs
+    sure = [True, True, False, False, False]
+    logps = [torch.randn(len(s.completion_ids), generator=torch.Generator().manual_seed(i), dtype=torch.float64)
+             .requires_grad_() for i, s in enumerate(samples)]
+
+    index = {tuple(s.completion_ids): i for i, s in enumerate(samples)}  # each completion is unique here
+
+    def grads(kept, counts) -> list[torch.Tensor]:
+        chosen = [logps[index[tuple(s.completion_ids)]] for s in kept]
+        total, _, _ = reinforce_loss(chosen, kept, token_counts=counts)
+        got = torch.autograd.grad(total, logps, allow_unused=True)
+        return [torch.zeros_like(lp) if g is None else g for lp, g in zip(logps, got)]
+
+    full = grads(samples, role_token_counts(samples))
+    expected = [torch.zeros_like(lp) for lp in logps]
+    for keep in itertools.product([True, False], repeat=3):
+        draws = iter([0.0 if k else 0.99 for k in keep])
+        rng = SimpleNamespace(random=lambda: next(draws))
+        kept, left = thin_out(samples, sure, fraction, rng)
+        assert len(kept) == 2 + sum(keep) and len(left) == 3 - sum(keep)
+        p = fraction ** sum(keep) * (1 - fraction) ** (3 - sum(keep))
+        for e, g in zip(expected, grads(kept, role_token_counts(kept + left))):
+            e += p * g
+    for e, f in zip(expected, full):
+        assert torch.allclose(e, f, atol=1e-12)
+    # the denominator matters: counting only the kept samples' tokens would not be the full gradient
+    draws = iter([0.0, 0.99, 0.99])
+    kept, left = thin_out(samples, sure, fraction, SimpleNamespace(random=lambda: next(draws)))
+    assert role_token_counts(kept + left) == role_token_counts(samples) != role_token_counts(kept)
+    with pytest.raises(ValueError, match="in \\(0, 1\\]"):
+        thin_out(samples, sure, 0.0, None)
