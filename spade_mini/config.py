@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from spade_mini.envs import MAX_TURNS, TIERS
 from spade_mini.presets import PRESETS  # plain data: what each preset changes
+from spade_mini.reward.bands import POOL_BAND
 from spade_mini.reward import DESIGNER_REWARD_KINDS, REGRET_ESTIMATORS, lowest_valid_reward
 
 
@@ -90,9 +91,9 @@ class Config:
     """The designer runs every this many iterations, or sooner when the active pool is short (spade_mini/pool.py)."""
     pool_max_age: int = 0
     """The active pool: a design joins when its no-hint plays were informative and is replayed, no-hint on fresh seeds, for at most this many iterations (0: no pool; each environment is played in one iteration only)."""
-    pool_low: float = 0.1
+    pool_low: float = POOL_BAND[0]
     """Lowest no-hint solve rate of the pool's band (admission and retirement)."""
-    pool_high: float = 0.9
+    pool_high: float = POOL_BAND[1]
     """Highest no-hint solve rate of the pool's band."""
     pool_window: int = 16
     """A pool environment retires when its no-hint rate over this many recent plays leaves the band."""

@@ -30,9 +30,9 @@ from spade_mini.agent import Job, play_episodes, play_settings, turn_budget
 from spade_mini.designer import design_environments, design_record, episode_hints, generate_hints, skill_schedule
 from spade_mini.pool import Pool, spread
 from spade_mini.probe import probe_chats
-from spade_mini.reinforce import Sample, role_token_counts, thin_out, update
+from spade_mini.reinforce import Sample, role_token_counts, update
 from spade_mini.reward import (LearningPotential, apply_invalid_policy, group_advantages, informative_episodes,
-                               lowest_valid_reward, score_playables, sum_squared_deviations)
+                               lowest_valid_reward, score_playables, sum_squared_deviations, thin_out)
 from spade_mini.run import distributed
 from spade_mini.replay import Playable, examples_to_fill, play_the_rest
 from spade_mini.sandbox import SandboxLimits
@@ -138,6 +138,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     #    pool no-hint on fresh seeds with the rest of the iteration's no-hint episodes, retire
     rest = 0 if cfg.fixed_pool and pool is None else max(0, len(distributed.share(budget)) - sum(p.plays for p in fresh))
     more, again, replay_trained, pool_stats = play_the_rest(state, cfg, fresh, scores, trained, rest, it)
+    rescore_with_replays(fresh, episodes, again, scores, cfg, state.potential)
     episodes, trained, playables = episodes + again, trained + replay_trained, playables + more
     times["play"] = time.time() - t
     #    then each skill's learning-potential averages move once, on every rank's returns
@@ -166,11 +167,12 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         batch, mine = distributed.gather_concat([(group(d), r) for d, r in kept])
         design_adv = group_advantages([r for _, r in batch], [k for k, _ in batch],
                                       normalize_std=cfg.normalize_std)[mine]
-        written = [Sample(d.completion.prompt_ids, d.completion.completion_ids, adv, "designer",
-                          d.completion.sampling) for (d, _), adv in zip(kept, design_adv)]
         # the update scores every valid design and a fraction of the invalid ones (same expected gradient)
-        written, left_out = thin_out(written, [d.valid for d, _ in kept], cfg.invalid_update_fraction, state.rng)
-        samples += written
+        thinned = thin_out(list(design_adv), [d.valid for d, _ in kept], cfg.invalid_update_fraction, state.rng)
+        for (d, _), adv, w in zip(kept, design_adv, thinned):
+            c = d.completion
+            (left_out if w is None else samples).append(
+                Sample(c.prompt_ids, c.completion_ids, adv if w is None else w, "designer", c.sampling))
 
     # 7. one update for both roles (one LoRA adapter, or every weight)
     t = time.time()
@@ -244,6 +246,21 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
         **memory_counts(state.memory),
     }
     return row, designs, playables, episodes, scores
+
+
+def rescore_with_replays(fresh: list, first: list, again: list, scores: dict, cfg, potential) -> None:
+    """A design admitted this iteration and replayed at its level 0 in the same iteration (the same
+    policy, before the update) is scored on all those no-hint plays, not only its first K: its
+    solve rate (and any crash) is measured on more seeds; its regret stays on the paired seeds."""
+    replayed = {e.job.design_id for e in again if e.job.level == 0}
+    mine = [p for p in fresh if p.id in replayed]
+    if not mine:
+        return
+    ids = {p.id for p in mine}
+    rescored, _ = score_playables(mine, [e for e in first + again if e.job.design_id in ids and e.job.level == 0],
+                                  cfg, potential)
+    for p in mine:
+        scores[p.id] = dataclasses.replace(rescored[p.id], note=scores[p.id].note)
 
 
 def memory_counts(memory) -> dict:

@@ -32,7 +32,9 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 
-BAND = (0.1, 0.9)  # no-hint solve rates worth learning from: with 8 seeds, at least one win and one loss
+from spade_mini.reward.bands import POOL_BAND
+
+BAND = POOL_BAND  # no-hint solve rates worth learning from (reward/bands.py)
 AGE_REASON = "age"  # a retirement that may come back from the memory (the others may not)
 MIN_WEIGHT = 0.02   # the least replay weight: an environment at rate 0 or 1 is still played now and then
 

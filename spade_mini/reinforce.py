@@ -86,26 +86,6 @@ def role_token_counts(samples: Sequence[Sample]) -> tuple[int, int]:
     return counts["agent"], counts["designer"]
 
 
-def thin_out(samples: Sequence[Sample], sure: Sequence[bool], fraction: float, rng) -> tuple[list[Sample], list[Sample]]:
-    """A cheaper update with the same expected gradient: every sample with `sure[i]` is kept; each
-    other one with probability `fraction`, its advantage divided by `fraction`. Returns (kept,
-    left out). The left-out samples still count in their role's token denominator: pass
-    `role_token_counts(kept + left_out)` to `update`, and the loss is then, in expectation over
-    the draw, exactly the loss of all the samples (the loop thins the invalid designs: an
-    update scores each of them at about 1,200 tokens, for a graded reward that varies little)."""
-    if not 0.0 < fraction <= 1.0:
-        raise ValueError(f"the kept fraction must be in (0, 1], got {fraction}")
-    kept, left = [], []
-    for s, certain in zip(samples, sure):
-        if certain or fraction == 1.0:
-            kept.append(s)
-        elif rng.random() < fraction:
-            kept.append(Sample(s.prompt_ids, s.completion_ids, s.advantage / fraction, s.role, s.sampling))
-        else:
-            left.append(s)
-    return kept, left
-
-
 ROLE_NORM_LIMIT = 100_000_000  # trainable weights up to which each role's gradient norm is measured
 DESIGNER_ONLY = ("no agent sample is informative: the designer's samples alone do not step the "
                  "shared adapter (--designer-only-steps)")

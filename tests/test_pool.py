@@ -174,6 +174,10 @@ def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tin
     no_hint = [e for e in episodes if e.job.arm == "no_hint"]
     assert len(no_hint) == 16 == row["no_hint_episodes"]  # 2 designs x 4 paired seeds, then 8 replays
     first_seeds = {e.job.seed for e in no_hint}
+    for d in designs:  # the admitted design is scored on its replays of this iteration too (same policy)
+        plays = [e.ret for e in no_hint if e.job.design_id == d.id]
+        assert len(plays) == (12 if d.id in admitted else 4)
+        assert scores[d.id].no_hint_solve_rate == sum(r > 0 for r in plays) / len(plays)
 
     row, designs, playables, episodes, scores = one_iteration(state, cfg)  # iteration 1: not due
     assert designs == [] and row["designs"] == 0 and row["valid_fraction"] is None

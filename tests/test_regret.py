@@ -333,3 +333,26 @@ def test_a_group_of_equal_returns_has_advantages_exactly_zero():
     assert sum([0.1] * 8) / 8 != 0.1  # the float mean is off by 1e-17
     assert R.group_advantages([0.1] * 8 + [0.0, 1.0], ["a"] * 8 + ["b"] * 2) == [0.0] * 8 + [-0.5, 0.5]
     assert R.group_advantages([0.1] * 8, ["a"] * 8, normalize_std=True) == [0.0] * 8
+
+
+def test_each_solve_rate_band_has_one_home_and_one_name():
+    """Four rules read a solve rate against a band (the pool, the memory's references, the blend's
+    plateau, the gated blend's gate): each reads its own name in reward/bands.py, and no other
+    module spells a band's numbers."""
+    from spade_mini import pool
+    from spade_mini.config import Config
+    from spade_mini.designer.memory import Memory
+    from spade_mini.reward import bands
+    assert (Config().pool_low, Config().pool_high) == bands.POOL_BAND == pool.Pool().band
+    assert Memory().band == bands.REFERENCE_BAND
+    low, inner_low, inner_high, high = bands.PLATEAU
+    assert R.plateau(low) == 0.0 == R.plateau(high) and R.plateau(inner_low) == 1.0 == R.plateau(inner_high)
+    assert 0.0 < R.plateau((low + inner_low) / 2) < 1.0 and 0.0 < R.plateau((inner_high + high) / 2) < 1.0
+    gated = [R.designer_reward("gated_blend", regret=0.15, no_hint_solve_rate=r) for r in bands.GATE]
+    assert gated == [R.designer_reward("gated_blend", regret=0.0, no_hint_solve_rate=r) for r in bands.GATE]
+    assert R.designer_reward("gated_blend", regret=0.15, no_hint_solve_rate=0.05) > \
+        R.designer_reward("gated_blend", regret=0.0, no_hint_solve_rate=0.05)  # paid strictly inside
+    root = pathlib.Path(R.__file__).resolve().parents[1]
+    spelled = [str(p.relative_to(root)) for p in root.rglob("*.py") if p.name != "bands.py"
+               and any(t in p.read_text() for t in ("(0.1, 0.9)", "(0.15, 0.85)", "0.15, inner_low"))]
+    assert spelled == [], spelled

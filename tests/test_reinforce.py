@@ -280,7 +280,12 @@ def test_thinning_invalid_designs_keeps_the_expected_gradient_exactly():
     ones still count in the designer's token denominator."""
     import itertools
 
-    from spade_mini.reinforce import thin_out
+    from spade_mini.reward import thin_out
+
+    def thinned(rng) -> tuple[list[Sample], list[Sample]]:  # as the loop builds its designer samples
+        weights = thin_out([s.advantage for s in samples], sure, fraction, rng)
+        kept = [Sample(s.prompt_ids, s.completion_ids, w, s.role) for s, w in zip(samples, weights) if w is not None]
+        return kept, [s for s, w in zip(samples, weights) if w is None]
     fraction = 0.25
     samples = [Sample([1], [2, 3], 0.7, "agent"), Sample([1], [4, 5, 6], 0.9, "designer"),  # a valid design
                Sample([1], [7], -0.4, "designer"), Sample([1], [8, 9], -0.2, "designer"),
@@ -302,7 +307,7 @@ def test_thinning_invalid_designs_keeps_the_expected_gradient_exactly():
     for keep in itertools.product([True, False], repeat=3):
         draws = iter([0.0 if k else 0.99 for k in keep])
         rng = SimpleNamespace(random=lambda: next(draws))
-        kept, left = thin_out(samples, sure, fraction, rng)
+        kept, left = thinned(rng)
         assert len(kept) == 2 + sum(keep) and len(left) == 3 - sum(keep)
         p = fraction ** sum(keep) * (1 - fraction) ** (3 - sum(keep))
         for e, g in zip(expected, grads(kept, role_token_counts(kept + left))):
@@ -311,7 +316,7 @@ def test_thinning_invalid_designs_keeps_the_expected_gradient_exactly():
         assert torch.allclose(e, f, atol=1e-12)
     # the denominator matters: counting only the kept samples' tokens would not be the full gradient
     draws = iter([0.0, 0.99, 0.99])
-    kept, left = thin_out(samples, sure, fraction, SimpleNamespace(random=lambda: next(draws)))
+    kept, left = thinned(SimpleNamespace(random=lambda: next(draws)))
     assert role_token_counts(kept + left) == role_token_counts(samples) != role_token_counts(kept)
     with pytest.raises(ValueError, match="in \\(0, 1\\]"):
-        thin_out(samples, sure, 0.0, None)
+        thin_out([1.0], [False], 0.0, None)

@@ -21,10 +21,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from spade_mini.reward.bands import REFERENCE_BAND
 from spade_mini.sandbox import MAX_SOURCE_CHARS, SourceError, parse_source
 
 MAX_RECORDS = 200
-BAND = (0.15, 0.85)  # no-hint solve rates worth learning from
+BAND = REFERENCE_BAND  # the solve rates of the designs a prompt shows as references (reward/bands.py)
 REFERENCES = 2  # reference environments per prompt
 REFERENCE_POOL = 6  # sample the references from this many of the highest-regret records
 CODE_HEAD_CHARS = 1200  # code shown per reference (the reference shows 2000; our context is 8k)

@@ -32,6 +32,8 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from spade_mini.reward.bands import GATE, PLATEAU
+
 DESIGNER_REWARD_KINDS = ("regret", "blend", "gated_blend", "solve_rate", "learning_potential")
 REGRET_ESTIMATORS = ("debiased", "clipped")
 # The paper's blend: regret saturates at 0.15 (a 15-point gain from the hint is "enough").
@@ -99,8 +101,8 @@ def hint_regret(no_hint: Sequence[float], hint: Sequence[float]) -> float:
     return _mean(hint) - _mean(no_hint)
 
 
-def plateau(rate: float, low: float = 0.15, inner_low: float = 0.4,
-            inner_high: float = 0.6, high: float = 0.85) -> float:
+def plateau(rate: float, low: float = PLATEAU[0], inner_low: float = PLATEAU[1],
+            inner_high: float = PLATEAU[2], high: float = PLATEAU[3]) -> float:
     """1 for rates in [inner_low, inner_high], linear down to 0 at low and at high, 0 outside.
 
     Rewards environments of middling difficulty: neither always solved nor never solved.
@@ -204,7 +206,7 @@ def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: floa
         return max(0.0, regret) if regret_term is None else regret_term
     if kind in ("blend", "gated_blend"):
         term = regret if regret_term is None else regret_term
-        if kind == "gated_blend" and not 0.0 < no_hint_solve_rate < 1.0:
+        if kind == "gated_blend" and not GATE[0] < no_hint_solve_rate < GATE[1]:
             term = None  # never or always solved alone: nothing for the agent to learn, no regret paid
         reg = 0.0 if term is None else _clip(term / REGRET_SATURATION, 0.0, 1.0)
         return BLEND_PLATEAU_WEIGHT * plateau(no_hint_solve_rate) + BLEND_REGRET_WEIGHT * reg

@@ -66,3 +66,19 @@ def sum_squared_deviations(episodes: list) -> float:
     """Over groups, the sum of (return - group mean)^2: what a group-baseline gradient scales
     with (a count of informative episodes favours big groups)."""
     return sum(sum((r - sum(rs) / len(rs)) ** 2 for r in rs) for rs in _returns_by_group(episodes))
+
+
+def thin_out(advantages: list[float], sure: list[bool], fraction: float, rng) -> list[float | None]:
+    """A cheaper update with the same expected gradient: per sample, the advantage it enters the
+    update with, or None (left out). Every sample with `sure[i]` keeps its advantage; each other
+    one is kept with probability `fraction`, its advantage divided by `fraction`. The left-out
+    samples must still count in their role's token denominator (the loop passes
+    `role_token_counts` of kept and left out to the update): then the loss is, in expectation
+    over the draw, exactly the loss of all the samples. The loop thins the invalid designs: the
+    update reads each at about 1,200 tokens, for a graded reward that varies little."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"the kept fraction must be in (0, 1], got {fraction}")
+    if fraction == 1.0:  # no draw: a run without thinning draws what it drew before
+        return list(advantages)
+    return [a if certain else (a / fraction if rng.random() < fraction else None)
+            for a, certain in zip(advantages, sure)]
