@@ -126,6 +126,50 @@ def test_a_finished_row_leaves_the_batch(tiny_policy):
     assert not any(stopped[i].finished for i in range(3) if i != r)
 
 
+def test_a_row_that_meets_its_stop_rule_leaves_the_batch_finished(tiny_policy):
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(100, 5000, (n,), generator=g).tolist() for n in (7, 12, 9)]
+    free = decode(tiny_policy.model, prompts, 6, None, set(), tiny_policy.pad_id)
+    first = free[1].ids[0]  # row 1 stops after 3 tokens; a row that never meets the rule runs on
+    stopped = decode(tiny_policy.model, prompts, 6, None, set(), tiny_policy.pad_id,
+                     stop=lambda ids: len(ids) == 3 and ids[0] == first)
+    assert (stopped[1].ids, stopped[1].finished) == (free[1].ids[:3], True)
+    assert [(d.ids, d.finished) for i, d in enumerate(stopped) if i != 1 and d.ids[0] != first] == \
+        [(d.ids, False) for i, d in enumerate(free) if i != 1 and d.ids[0] != first]
+
+
+def test_the_designer_writes_every_attempt_in_one_batch_and_stops_each_at_its_closed_block(tiny_policy, monkeypatch):
+    """design_environments on a real Policy: one decoding-loop call for the whole batch, each row
+    stopping once the rule says its environment's block has closed (here: 5 tokens in)."""
+    import random as stdlib_random
+
+    from spade_mini.designer import design as design_module
+    from spade_mini.designer import design_environments, skills_for
+    calls = []
+    real = type(tiny_policy).continue_chats
+
+    def counted(self, chats, *a, **k):
+        calls.append(len(chats))
+        return real(self, chats, *a, **k)
+    monkeypatch.setattr(type(tiny_policy), "continue_chats", counted)
+    monkeypatch.setattr(design_module, "env_block_closed",
+                        lambda text: len(tiny_policy.tokenizer(text, add_special_tokens=False)["input_ids"]) >= 5)
+    designs = design_environments(tiny_policy, skills_for("games")[:3], None, None, stdlib_random.Random(0),
+                                  max_new_tokens=40, temperature=1.0, iteration=0)
+    assert calls == [3]
+    assert all(d.completion.finished and len(d.completion.completion_ids) < 40 for d in designs)
+    assert not any("cut off" in r for d in designs for r in d.reasons)
+
+
+def test_a_closed_environment_block_is_recognised_as_it_is_written():
+    from spade_mini.designer.design import env_block_closed
+    assert env_block_closed("Here:\n```python\nclass AEnv:\n    pass\n```")
+    assert env_block_closed("```\nclass CEnv:\n    pass\n```")
+    assert not env_block_closed("```python\nclass AEnv:\n    pass\n")  # still open
+    assert not env_block_closed("```python\nhelper = 1\n```")  # a block, but no environment yet
+    assert env_block_closed("```python\nhelper = 1\n```\nand\n```python\nclass BEnv:\n    pass\n```")
+
+
 def test_plain_generate_decodes_the_padding_that_continue_chats_skips(fp32_policy):
     chats = [[{"role": "user", "content": "What is 2+2?"}],
              [{"role": "user", "content": "Write a long story about a dragon who learns to bake bread."}]]

@@ -40,6 +40,7 @@ REPAIRABLE = STAGES[:-1]
 
 _PY_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 _BARE_BLOCK = re.compile(r"```[ \t]*\n(.*?)(?:```|\Z)", re.S)
+_CLOSED_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
 _ENV_CLASS = re.compile(r"^\s*class\s+\w*Env\b", re.M)
 
 
@@ -53,6 +54,12 @@ def extract_code(text: str) -> str | None:
             with_class = [b for b in blocks if _ENV_CLASS.search(b)]
             return (with_class or blocks)[0] + "\n"
     return text.strip() + "\n" if _ENV_CLASS.search(text) else None
+
+
+def env_block_closed(text: str) -> bool:
+    """Whether a reply so far holds a closed ``` block that defines an *Env class: all that
+    extract_code reads is written, so the designer's row can stop (Policy.generate_until)."""
+    return text.rstrip().endswith("```") and any(_ENV_CLASS.search(b) for b in _CLOSED_BLOCK.findall(text))
 
 
 @dataclass
@@ -126,7 +133,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
             doc_ids.append(doc.id if doc else None)
             parents.append(None)
         with acting_as(policy, "designer"):
-            completions = policy.generate(chats, max_new_tokens, temperature=temperature)
+            completions = write(policy, chats, max_new_tokens, temperature)
         sources = [extract_code(c.text) for c in completions]
         validations = _validate_all(sources, limits, workers, require_solution,
                                     [random.Random(rng.randrange(2**63)) for _ in sources],
@@ -161,6 +168,16 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
               or (max_seconds > 0 and time.monotonic() - started >= max_seconds)):
             break
     return designs
+
+
+def write(policy, chats: list[list[dict]], max_new_tokens: int, temperature: float) -> list[Completion]:
+    """The designer's batch: in the decoding loop, each row stopping once its environment's block
+    has closed (Policy.generate_until), or with `generate` for a policy without that loop. The
+    class is asked, not the object: a wrapper that forwards unknown names to a Policy (a scripted
+    designer in the tests) writes with its own `generate`."""
+    if getattr(type(policy), "generate_until", None) is None:
+        return policy.generate(chats, max_new_tokens, temperature=temperature)
+    return policy.generate_until(chats, max_new_tokens, temperature, until=env_block_closed)
 
 
 def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:

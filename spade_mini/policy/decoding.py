@@ -97,10 +97,12 @@ class ChatCache:
 @torch.no_grad()
 def decode(model, prompts: list[list[int]], max_new_tokens: int, sampling: Sampling | None,
            eos_ids: set[int], pad_id: int, past: list[Reusable | None] | None = None,
-           room: Callable[[int], bool] | None = None) -> list[Decoded]:
+           room: Callable[[int], bool] | None = None,
+           stop: Callable[[list[int]], bool] | None = None) -> list[Decoded]:
     """Sample a completion for each prompt (greedy when `sampling` is None); `past[i]` is an
     earlier call's Reusable for prompt i, or None (consumed: its tensors are freed as they are
-    copied). A finished row leaves a Reusable when `room(its bytes)` allows (None: always)."""
+    copied). A finished row leaves a Reusable when `room(its bytes)` allows (None: always).
+    A row also ends, finished, when `stop(its completion ids)` says so (e.g. its code block closed)."""
     B, device = len(prompts), next(model.parameters()).device
     reuse = reusable_cache(model)
     past = past if reuse and past is not None else [None] * B
@@ -132,12 +134,13 @@ def decode(model, prompts: list[list[int]], max_new_tokens: int, sampling: Sampl
         for j, (i, token) in enumerate(zip(rows, drawn.tolist())):
             tokens[i].append(token)
             logps[i].append(logp[j])
-            if tokens[i][-1] in eos_ids or step == max_new_tokens - 1:
+            if tokens[i][-1] in eos_ids or step == max_new_tokens - 1 or (stop is not None and stop(tokens[i])):
                 ending.append(j)
         for j in ending:  # their last token is drawn but not fed: the cache holds the rest
             i = rows[j]
             keep = reuse and (room is None or room(int(mask[j].sum()) * position_bytes(cache)))
-            done[i] = Decoded(tokens[i], tokens[i][-1] in eos_ids, torch.stack(logps[i]),
+            ended = tokens[i][-1] in eos_ids or (stop is not None and stop(tokens[i]))
+            done[i] = Decoded(tokens[i], ended, torch.stack(logps[i]),
                               Reusable(prompts[i] + tokens[i][:-1], cache_rows(cache, j, mask[j])) if keep else None,
                               kept[i])
         if len(ending) == len(rows):

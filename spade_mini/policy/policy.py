@@ -162,11 +162,13 @@ class Policy:
 
     @torch.no_grad()
     def continue_chats(self, chats: list[list[dict]], max_new_tokens: int, temperature: float | None = None,
-                       tools: list[list[dict] | None] | None = None, keys: list | None = None) -> list[Completion]:
+                       tools: list[list[dict] | None] | None = None, keys: list | None = None,
+                       stop=None) -> list[Completion]:
         """`generate` for chats that go on over turns: each row stops at its EOS, and a chat
         given a key reuses the keys and values its key's chat left in the previous call (the
         common token prefix; the rest is prefilled). Same samples in distribution as `generate`,
-        the same completions under greedy decoding. Keys must be unique within a call."""
+        the same completions under greedy decoding. Keys must be unique within a call. `stop(ids)`
+        ends a row early, finished (decoding.decode)."""
         from spade_mini.policy.decoding import decode, reused_prefix
         if not chats:
             return []
@@ -182,7 +184,8 @@ class Policy:
             past = self.chat_cache.take([keys[i] for i in rows]) if keys is not None else None
             with self.compute():
                 out = decode(self.model, [prompts[i] for i in rows], max_new_tokens, None if s is PLAIN else s,
-                             self.eos_ids, self.pad_id, past, room=self.chat_cache.room if keys is not None else None)
+                             self.eos_ids, self.pad_id, past, room=self.chat_cache.room if keys is not None else None,
+                             stop=stop)
             if keys is not None:
                 self.chat_cache.keep([keys[i] for i in rows], [d.reusable for d in out])
             self.tokens_prefilled += len(rows) * max(len(prompts[i]) - d.reused for i, d in zip(rows, out))
@@ -193,6 +196,16 @@ class Policy:
         self.tokens_decoded += sum(len(d.ids) for d in out)
         self.tokens_generated += sum(len(d.ids) for d in out)
         return self.completions(prompts, [(d.ids, d.finished) for d in out], temperature)
+
+    def generate_until(self, chats: list[list[dict]], max_new_tokens: int, temperature: float | None = None,
+                       until=None) -> list[Completion]:
+        """`generate` in the decoding loop: every row leaves the batch at its EOS, or, finished, as
+        soon as `until(its text so far)` is true (the designer's: its environment's code block has
+        closed; what follows is never read), instead of `generate` decoding padding until the
+        longest row ends."""
+        def stop(ids: list[int]) -> bool:
+            return until is not None and until(self.tokenizer.decode(ids, skip_special_tokens=True))
+        return self.continue_chats(chats, max_new_tokens, temperature, stop=stop)
 
     def forget_chats(self) -> None:
         """Drop the keys and values kept for continuing chats (an update makes them stale)."""
