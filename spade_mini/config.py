@@ -101,6 +101,8 @@ class Config:
     """The pool is short below this many environments: the run's own in-band designs come back from the memory, and the designer runs."""
     pool_max: int = 16
     """The pool holds at most this many environments."""
+    pool_examples_when_empty: bool = False
+    """When the active pool is empty after admission (the designer has nothing valid yet), fill it with the tier's examples at level 0, so the iteration still plays and trains the agent (`pool_from_examples` in the metrics); cpu-smoke's default."""
     episodes_per_iteration: int = 0
     """No-hint episodes played an iteration, in either arm, split over what it plays (0: --designs-per-iteration times --plays-per-design)."""
     design_levels: bool = True

@@ -27,7 +27,8 @@ PRESETS: dict[str, dict] = {
         lora_r=16, lora_alpha=32, lr=5e-4, hint_source="env", micro_batch=4,
         examples="starter", eval_seeds=16,
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
-        warm_start_designs=2, warm_start_turns=8, **ACTIVE_POOL,
+        warm_start_designs=2, warm_start_turns=8, **{**ACTIVE_POOL, "design_every": 1},  # the designer in every iteration
+        pool_examples_when_empty=True,  # the 135M designer rarely writes a valid game: play the examples meanwhile
     ),
     # A CPU run that learns, on the built-in model that measures best for it
     # (docs/choosing-a-model.md): Qwen2.5-Coder-1.5B-Instruct writes valid environments and plays the starter tier

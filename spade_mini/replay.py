@@ -43,7 +43,7 @@ def play_the_rest(state, cfg, fresh: list, scores: dict, trained: list, rest: in
     leaves over the new designs (so both arms play the same no-hint episodes); then the pool
     moves levels and retires what is done. Returns (what was played, its episodes, its usable
     ones, the metrics of the step)."""
-    pool, admitted, plan, played, usable = state.active_pool, [], [], [], []
+    pool, admitted, plan, played, usable, from_examples = state.active_pool, [], [], [], [], []
     k = cfg.plays_per_design
     if pool is not None:
         climbing = []
@@ -65,6 +65,8 @@ def play_the_rest(state, cfg, fresh: list, scores: dict, trained: list, rest: in
             admitted += [p.id for p in climbing if not climb_scores[p.id].failure and pool.admit(
                 p.id, p.skill, p.setting, p.source, returns[p.id], it, level=p.level, levels=p.levels)]
             climbing = [p for p in climbing if not climb_scores[p.id].failure and too_easy(returns[p.id], pool.band)]
+        if not pool.envs and cfg.pool_examples_when_empty and not cfg.fixed_pool:  # nothing to play yet
+            from_examples = pool.fill(examples_to_fill(pool, state.pool, SandboxLimits(call_timeout_s=cfg.step_timeout_s)), it)
         replay = [Playable(e.id, e.skill, e.setting, e.source, plays=n, level=e.level, levels=e.levels)
                   for e, n in pool.split(rest - len(played), k, state.rng)]
     else:
@@ -94,6 +96,7 @@ def play_the_rest(state, cfg, fresh: list, scores: dict, trained: list, rest: in
                 state.memory.note_pool(row)
         levels = [e.level for e in pool.envs]
         stats.update({"pool_size": len(pool.envs), "pool_in_band": pool.in_band(), "pool_admitted": len(admitted),
+                      "pool_from_examples": len(from_examples),
                       "pool_retired": sum(c not in ("raised", "lowered") for c in changes),
                       "pool_retired_why": sorted(c for c in changes if c not in ("raised", "lowered")),
                       "pool_raised": changes.count("raised"), "pool_lowered": changes.count("lowered"),

@@ -276,6 +276,25 @@ def test_the_update_scores_every_valid_design_and_a_fraction_of_the_invalid_ones
     assert (full["designer_samples"], full["designer_samples_left_out"]) == (len(designs), 0)
 
 
+def test_an_empty_pool_plays_the_examples_when_asked_and_says_so(tiny_policy):
+    """cpu-smoke's designer (135M) rarely writes a valid game: with --pool-examples-when-empty the
+    iteration still plays its whole no-hint budget, on the tier's examples, and says so."""
+    torch.manual_seed(0)
+    for fill in (False, True):
+        cfg = _cfg(valid_designs=1, design_attempts=2, episodes_per_iteration=16, pool_examples_when_empty=fill)
+        state = _state(tiny_policy, cfg)
+        state.policy = InvalidFirst(tiny_policy, invalid=100)
+        row, designs, playables, episodes, _ = one_iteration(state, cfg)
+        assert row["valid_designs"] == 0 and len(designs) == 2
+        if not fill:
+            assert (row["no_hint_episodes"], row["pool_from_examples"], row["pool_size"]) == (0, 0, 0)
+            continue
+        assert row["pool_from_examples"] == len(STARTER) == row["pool_size"]
+        assert row["no_hint_episodes"] == 16 and row["unspent_episodes"] == 0
+        assert {e.job.design_id for e in episodes} <= {f"example-{e.name}" for e in STARTER}
+        assert all(e.origin == "example" and e.level == 0 for e in state.active_pool.envs)
+
+
 # --- a SIGKILL between iterations, then --resume: the same pool as the uninterrupted run -------
 
 def _scripted_command(tmp_path, name, *extra):
