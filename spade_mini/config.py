@@ -87,6 +87,8 @@ class Config:
     """No new batch of designs is started after this many seconds of one regeneration (0: no limit)."""
     design_repair: bool = False
     """An attempt that failed validation as a bug gets its slot's next attempt as a repair: its own code and validation's words in, a corrected environment out (once a slot; then fresh attempts again)."""
+    design_edits: float = 0.0
+    """The share of a regeneration's slots whose first attempt edits an environment of the active pool into a variant (its source, level and solve rate, and a corpus document in), when the pool holds any; an edit that changes only names and numbers is refused as a duplicate."""
     design_every: int = 1
     """The designer runs every this many iterations, or sooner when the active pool is short (spade_mini/pool.py)."""
     pool_max_age: int = 0
@@ -258,6 +260,9 @@ class Config:
         if self.valid_designs > self.designs_per_iteration:
             raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than the "
                               f"{self.designs_per_iteration} slots of --designs-per-iteration; give at most that many.")
+        if not 0.0 <= self.design_edits <= 1.0:
+            raise ConfigError(f"--design-edits {self.design_edits} is a share of the designer's slots; give a "
+                              "number in [0, 1], e.g. 0.5.")
         if not 0.0 < self.invalid_update_fraction <= 1.0:
             raise ConfigError(f"--invalid-update-fraction {self.invalid_update_fraction} is the share of invalid "
                               "designs the update scores; give a number in (0, 1], e.g. 0.25.")

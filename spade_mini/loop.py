@@ -98,7 +98,9 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
                 until_valid=share(cfg.valid_designs), max_attempts=share(cfg.design_attempts),
                 max_seconds=cfg.design_seconds, max_turns=cfg.max_turns,
                 turn_tokens=cfg.turn_max_new_tokens, action_fits=turn_budget(policy, cfg.turn_max_new_tokens),
-                min_instances=cfg.plays_per_design, levels=cfg.design_levels, repair=cfg.design_repair)
+                min_instances=cfg.plays_per_design, levels=cfg.design_levels, repair=cfg.design_repair,
+                edits=round(cfg.design_edits * len(slots)),
+                edit_from=[(e.id, e.source, e.level, e.rate(pool.window)) for e in pool.envs] if pool else [])
         fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, cfg.plays_per_design,
                           levels=d.validation.levels) for d in designs if d.valid]
     times["design"] = time.time() - t

@@ -300,3 +300,35 @@ def test_an_attempt_that_failed_as_a_bug_is_repaired_and_both_are_recorded():
     again = design_environments(stubborn, skills, None, None, random.Random(0), max_new_tokens=300,
                                 temperature=0.6, iteration=2, until_valid=1, max_attempts=4, repair=True)
     assert [d.written_as for d in again] == ["fresh", "repair", "fresh", "repair"]
+
+
+def test_an_edit_of_a_pool_environment_must_change_more_than_names_and_numbers():
+    parent_source = extract_code(VALID)
+    renamed = (VALID.replace("LastDigitEnv", "UnitsEnv").replace("self.n", "self.value")
+               .replace("randint(10, 99)", "randint(100, 999)"))
+    twisted = VALID.replace("self.n % 10", "(self.n // 10) % 10").replace("last digit", "tens digit")
+    replies = []
+
+    class Editor(ScriptedPolicy):
+        def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+            self.calls.append((chats, max_new_tokens, temperature))
+            return [FakeCompletion(replies.pop(0) if "Write a variant" in c[1]["content"] else PROSE, [0], [1])
+                    for c in chats]
+
+    pool = [("it0001-03", parent_source, 2, 0.375)]
+    for reply, valid in ((renamed, False), (twisted, True)):
+        replies.append(reply)
+        edit, fresh = design_environments(Editor([]), skills_for("games")[:2], Corpus.load(None), Memory(),
+                                          random.Random(0), max_new_tokens=300, temperature=0.6, iteration=4,
+                                          edits=1, edit_from=pool)
+        assert (edit.written_as, edit.parent, fresh.written_as) == ("edit", "it0001-03", "fresh")
+        text = edit.prompt[1]["content"]
+        assert "self.n % 10" in text and "at level 2 and wins 38% of its recent games" in text
+        assert "REFERENCE_DOCUMENT" in text and edit.document_id
+        assert edit.valid == valid, edit.reasons
+        if not valid:  # the copy guard alone would pass it: other numbers are another game
+            assert edit.stage == "duplicate" and "only the names and numbers of it0001-03" in edit.reasons[0]
+    # no pool environment: every slot is written afresh
+    fresh = design_environments(Editor([]), skills_for("games")[:2], None, None, random.Random(0),
+                                max_new_tokens=300, temperature=0.6, iteration=4, edits=2, edit_from=[])
+    assert [d.written_as for d in fresh] == ["fresh", "fresh"]

@@ -295,6 +295,33 @@ def test_an_empty_pool_plays_the_examples_when_asked_and_says_so(tiny_policy):
         assert all(e.origin == "example" and e.level == 0 for e in state.active_pool.envs)
 
 
+class EditsThroughTheModel(ScriptedRoles):
+    """Parity games for fresh prompts; an edit prompt goes to the model underneath."""
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        if chats and chats[0][0]["content"] == SYSTEM:
+            edits = [c for c in chats if "Write a variant" in c[1]["content"]]
+            out = iter(self.policy.generate(edits, max_new_tokens, temperature) if edits else [])
+            rest = iter(super().generate([c for c in chats if c not in edits], max_new_tokens, temperature, tools))
+            return [next(out) if c in edits else next(rest) for c in chats]
+        return super().generate(chats, max_new_tokens, temperature, tools)
+
+
+def test_the_loop_edits_a_pool_environment_through_the_model(tiny_policy):
+    torch.manual_seed(0)
+    cfg = _cfg(design_every=1, design_edits=0.5, design_max_new_tokens=24, episodes_per_iteration=16)
+    state = _state(tiny_policy, cfg, memory=Memory())
+    state.policy = EditsThroughTheModel(tiny_policy)
+    one_iteration(state, cfg)  # iteration 0: the pool is empty, both slots fresh
+    (pooled,) = state.active_pool.envs
+    row, designs, *_ = one_iteration(state, cfg)
+    assert [d.written_as for d in designs] == ["edit", "fresh"] and designs[0].parent == pooled.id
+    edit = designs[0]
+    assert pooled.source.strip() in edit.prompt[1]["content"]
+    assert edit.completion.prompt_ids == tiny_policy.prompt_ids(edit.prompt) and edit.reward is not None
+    assert state.memory.records[-2].written_as == "edit" and state.memory.records[-2].parent == pooled.id
+
+
 # --- a SIGKILL between iterations, then --resume: the same pool as the uninterrupted run -------
 
 def _scripted_command(tmp_path, name, *extra):

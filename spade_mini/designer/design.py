@@ -22,7 +22,7 @@ from spade_mini.config import DEFAULTS
 from spade_mini.designer.corpus import Corpus
 from spade_mini.designer.memory import EnvRecord, Memory, env_title
 from spade_mini.designer.novelty import fingerprint, known_fingerprints
-from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, repair_prompt
+from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, edit_prompt, repair_prompt
 from spade_mini.designer.skills import Skill
 from spade_mini.envs import MAX_TURNS, STAGES
 
@@ -78,8 +78,9 @@ class Design:
     attempt: int  # 1 for the first try of this slot
     stage: str = "valid"  # how far validation got: "valid", or where it failed (invalidity.INVALID_STAGES)
     reward: float | None = None  # the designer reward it earned, set by the loop (None: dropped)
-    written_as: str = "fresh"  # "fresh" (the designer prompt) or "repair" (its parent's code and validation's words)
-    parent: str | None = None  # the design a repair repairs
+    written_as: str = "fresh"  # "fresh" (the designer prompt), "repair" (its parent's code and
+    #                            validation's words) or "edit" (a variant of a pool environment)
+    parent: str | None = None  # the design a repair repairs, or the pool environment an edit edits
 
 
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,
@@ -90,7 +91,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
                         until_valid: int = 0, max_attempts: int = 0, max_seconds: float = 0.0,
                         max_turns: int = MAX_TURNS, turn_tokens: int | None = None,
                         action_fits=None, min_instances: int = 0, levels: bool = True,
-                        repair: bool = False) -> list[Design]:
+                        repair: bool = False, edit_from: list[tuple] = (), edits: int = 0) -> list[Design]:
     """One design per entry of `skills`, then invalid slots re-generated with a fresh document:
     up to `retries` times, or (with `until_valid` > 0) until that many designs are valid, at most
     `max_attempts` designs in all (0: three per slot) and no new batch after `max_seconds` (0: no
@@ -102,7 +103,10 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
     distinct instances (the run's K; sandbox/instances.py). `levels`: the prompt asks for
     difficulty levels (prompts.py). `repair`: a slot whose fresh attempt failed as a bug (a stage
     of REPAIRABLE) gets its next attempt as a repair of that code (prompts.repair_prompt), once;
-    then fresh attempts again. Design ids number the slots from
+    then fresh attempts again. `edits`: the first attempts of that many slots edit an environment
+    drawn from `edit_from` ((id, source, level, rate) of the active pool) into a variant
+    (prompts.edit_prompt); an edit that changes only its parent's names and numbers is a
+    `duplicate`. Design ids number the slots from
     `first_slot` (a data-parallel rank designs a block of the iteration's slots); a slot's later
     attempts add `-a<attempt>`."""
     from spade_mini.policy import acting_as
@@ -111,27 +115,37 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
     started = time.monotonic()
     designs: list[Design] = []
     last_of: dict[int, Design] = {}  # each slot's latest attempt
+    edited: dict[str, str] = {}  # the pool environments edited: id -> source
     pending = list(range(len(skills)))
     attempt = 0
     while pending:
         attempt += 1
         if until_valid > 0:
             pending = pending[:cap - len(designs)]
-        chats, doc_ids, parents = [], [], []
+        chats, doc_ids, origins = [], [], []  # origins: (written_as, parent) per chat
         for slot in pending:
             last = last_of.get(slot)
+            if last is None and slot < edits and edit_from:
+                parent_id, parent_source, level, rate = edit_from[rng.randrange(len(edit_from))]
+                doc = corpus.sample(rng) if corpus is not None else None
+                chats.append(edit_prompt(skills[slot], parent_source, level, rate, doc, turns=max_turns,
+                                         turn_tokens=turn_tokens, levels=levels))
+                doc_ids.append(doc.id if doc else None)
+                origins.append(("edit", parent_id))
+                edited[parent_id] = parent_source
+                continue
             if repair and last is not None and last.written_as == "fresh" and last.stage in REPAIRABLE:
                 chats.append(repair_prompt(skills[slot], last.source, last.stage, last.reasons, turns=max_turns,
                                            turn_tokens=turn_tokens, levels=levels))
                 doc_ids.append(None)
-                parents.append(last.id)
+                origins.append(("repair", last.id))
                 continue
             doc = corpus.sample(rng) if corpus is not None else None
             block = memory.render(memory.select(skills[slot].key, rng, references)) if memory else ""
             chats.append(designer_prompt(skills[slot], doc, block, turns=max_turns, turn_tokens=turn_tokens,
                                          levels=levels))
             doc_ids.append(doc.id if doc else None)
-            parents.append(None)
+            origins.append(("fresh", None))
         with acting_as(policy, "designer"):
             completions = write(policy, chats, max_new_tokens, temperature)
         sources = [extract_code(c.text) for c in completions]
@@ -144,6 +158,10 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
             design_id = f"it{iteration:04d}-{first_slot + slot:02d}" + (f"-a{attempt}" if attempt > 1 else "")
             reasons = [NO_CLASS] if validation is None else list(validation.reasons)
             stage = "no_code" if validation is None else validation.stage
+            written_as, parent = origins[i]
+            if stage == "valid" and written_as == "edit" and \
+                    fingerprint(sources[i], numbers=False) == fingerprint(edited[parent], numbers=False):
+                stage, reasons = "duplicate", [f"duplicate: an edit that changes only the names and numbers of {parent}"]
             if stage == "valid":
                 fp = fingerprint(sources[i])
                 if fp in known:
@@ -157,7 +175,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
             written.append(Design(
                 design_id, iteration, skills[slot], doc_ids[i], chats[i], completion, sources[i],
                 validation, valid, [] if valid else reasons, len(completion.prompt_ids), attempt,
-                stage, written_as="fresh" if parents[i] is None else "repair", parent=parents[i]))
+                stage, written_as=written_as, parent=parent))
             last_of[slot] = written[-1]
         designs += written
         pending = [slot for slot, d in zip(pending, written) if not d.valid]
