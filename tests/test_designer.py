@@ -332,3 +332,32 @@ def test_an_edit_of_a_pool_environment_must_change_more_than_names_and_numbers()
     fresh = design_environments(Editor([]), skills_for("games")[:2], None, None, random.Random(0),
                                 max_new_tokens=300, temperature=0.6, iteration=4, edits=2, edit_from=[])
     assert [d.written_as for d in fresh] == ["fresh", "fresh"]
+
+
+def test_the_design_cost_bench_counts_admitted_environments_by_kind_of_attempt(tmp_path):
+    """bench/design_cost.py reads a run: seconds of design and update per admitted environment,
+    and per kind of attempt (fresh, repair, edit) the attempts, valid ones and admitted ones."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from spade_mini.pool import Pool
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from design_cost import measure
+    run = tmp_path / "r"
+    (run / "checkpoint-1").mkdir(parents=True)
+    pool = Pool()
+    for env_id, origin in (("it0000-00", "design"), ("it0001-01-a2", "design"), ("example-x", "example")):
+        pool.admit(env_id, env_id, "games", "src", [1.0, 0.0], iteration=0, origin=origin)
+    (run / "checkpoint-1" / "pool.json").write_text(json.dumps(pool.to_dict()))
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(
+        {"iteration": i, "time_design_s": 100.0, "time_update_s": 50.0, "time_total_s": 200.0}) for i in (0, 1)))
+    designs = [("it0000-00", 0, "fresh", True), ("it0000-01", 0, "fresh", False), ("it0001-01", 1, "fresh", False),
+               ("it0001-01-a2", 1, "repair", True), ("it0001-02", 1, "edit", True)]
+    (run / "samples.jsonl").write_text("\n".join(json.dumps(
+        {"kind": "design", "id": i, "iteration": it, "written_as": w, "valid": v}) for i, it, w, v in designs))
+    got = measure(run)
+    assert got["admitted"] == 2 and got["design_and_update_s"] == 300.0 and got["seconds_per_admitted"] == 150.0
+    assert got["by_kind"] == {"fresh": {"attempts": 3, "valid": 1, "admitted": 1},
+                              "repair": {"attempts": 1, "valid": 1, "admitted": 1},
+                              "edit": {"attempts": 1, "valid": 1, "admitted": 0}}
