@@ -226,6 +226,7 @@ README_TABLE = {"no_code": 0, "syntax": 1, "structure": 2, "load": 3, "reset": 4
                 "solution": 7, "decided": 8, "instances": 9, "play": 10, "duplicate": 11}
 
 
+@pytest.mark.golden
 def test_one_reply_per_stage_reaches_its_stage_and_reward():
     from spade_mini.reward import apply_invalid_policy
     cases = _golden("validity_stages")

@@ -272,3 +272,20 @@ def test_every_backticked_path_of_the_checkout_exists(page):
         elif test and not any(re.search(rf"^def {test}\(", (ROOT / f).read_text(), re.M) for f in hits):
             missing.append(span)
     assert not missing, f"{page.name} names files or tests that do not exist: {', '.join(missing)}"
+
+
+def test_pytest_m_golden_runs_every_section_of_the_golden_file():
+    """docs/testing.md's command for the golden cases is `pytest -m golden`: every section of
+    tests/golden/reinforce_cases.json is read by a test with that marker."""
+    import ast
+    import json
+    sections = {k for k in json.loads((ROOT / "tests" / "golden" / "reinforce_cases.json").read_text()) if k != "_doc"}
+    read = set()
+    for path in (ROOT / "tests").glob("test_*.py"):
+        src = path.read_text()
+        for node in ast.parse(src).body:
+            if isinstance(node, ast.FunctionDef) and any("mark.golden" in ast.unparse(d) for d in node.decorator_list):
+                text = ast.get_source_segment(src, node) + "".join(ast.unparse(d) for d in node.decorator_list)
+                read |= {s for s in sections if f'"{s}"' in text or f"'{s}'" in text}
+    assert sections - read == set(), f"no golden-marked test reads {sorted(sections - read)}"
+    assert "pytest -q -m golden" in (ROOT / "docs" / "testing.md").read_text()

@@ -152,6 +152,7 @@ def test_resume_without_checkpoint_is_one_sentence(tmp_path):
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "reinforce_cases.json").read_text())
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["play_scoring"], ids=lambda c: c["name"])
 def test_score_playables_golden(case):
     from spade_mini.agent import Episode, Job

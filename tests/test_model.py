@@ -207,6 +207,7 @@ HAND_SAMPLED = {"plain": math.log(0.5), "top_k_3": math.log(0.2 / 0.85),
                 "temperature_half_top_k_2": math.log(0.25 / 0.29), "top_p_0_8": math.log(0.15 / 0.85)}
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", _golden("sampled_logprob"), ids=lambda c: c["name"])
 def test_sampled_logprob_golden(case):
     from spade_mini.policy import Sampling, sampled_logprobs

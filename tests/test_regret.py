@@ -113,6 +113,7 @@ HAND_ADV = {
 }
 
 
+@pytest.mark.golden
 def test_golden_file_matches_hand_arithmetic():
     for name, case in by_name("episode_return").items():
         assert case["return"] == pytest.approx(HAND_RETURN[name], abs=TOL), name
@@ -142,27 +143,32 @@ def test_golden_file_matches_hand_arithmetic():
 
 # --- the functions reproduce the golden file -----------------------------------------------------
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["episode_return"], ids=lambda c: c["name"])
 def test_episode_return(case):
     got = R.episode_return(case["rewards"], case["terminated"], mode=case["mode"])
     assert got == pytest.approx(case["return"], abs=TOL)
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["solve_rate"], ids=lambda c: c["name"])
 def test_solve_rate(case):
     assert R.solve_rate(case["returns"]) == pytest.approx(case["rate"], abs=TOL)
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["regret"], ids=lambda c: c["name"])
 def test_hint_regret(case):
     assert R.hint_regret(case["no_hint"], case["hint"]) == pytest.approx(case["regret"], abs=TOL)
 
 
+@pytest.mark.golden
 def test_plateau():
     for case in GOLDEN["plateau"]:
         assert R.plateau(case["rate"]) == pytest.approx(case["value"], abs=TOL), case
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["designer_reward"], ids=lambda c: c["name"])
 def test_designer_reward(case):
     got = R.designer_reward(case["kind"], regret=case["regret"],
@@ -170,6 +176,7 @@ def test_designer_reward(case):
     assert got == pytest.approx(case["reward"], abs=TOL)
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["invalid_policy"], ids=lambda c: c["name"])
 def test_invalid_policy(case):
     designs = [tuple(d) for d in case["designs"]]
@@ -192,6 +199,7 @@ def test_graded_rewards_rank_stages_and_stay_below_valid():
         I.graded_invalid_reward("syntax", 0.0, 0.0)
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["learning_potential"], ids=lambda c: c["name"])
 def test_learning_potential(case):
     lp = LearningPotential(gamma_fast=case["gamma_fast"], gamma_slow=case["gamma_slow"])
@@ -213,6 +221,7 @@ def test_learning_potential_gives_signal_on_a_skills_first_iteration():
     assert len(set(first)) == 3
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["noise_floor"], ids=lambda c: f"k{c['k']}")
 def test_regret_noise_floor(case):
     assert R.regret_noise_floor(case["k"], case["p"]) == pytest.approx(case["floor"], abs=TOL)
@@ -231,11 +240,13 @@ def test_noise_floor_matches_simulation():
         assert sum(draws) / len(draws) == pytest.approx(R.regret_noise_floor(k, 0.5), abs=0.01)
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["sign_flip_floor"], ids=lambda c: c["name"])
 def test_sign_flip_floor(case):
     assert R.sign_flip_floor(case["diffs"]) == pytest.approx(case["floor"], abs=TOL)
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["score_design"], ids=lambda c: c["name"])
 def test_score_design_golden(case):
     got = R.score_design(case["kind"], case["no_hint"], [tuple(p) for p in case["pairs"]],
@@ -273,6 +284,7 @@ def test_debiased_regret_still_pays_a_useful_hint():
     assert total > 0.15  # true regret 0.3
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["advantages"], ids=lambda c: c["name"])
 def test_group_advantages(case):
     got = R.group_advantages(case["values"], case["groups"], normalize_std=case["normalize_std"],

@@ -87,6 +87,7 @@ class CaptureOptimizer:
 
 # --- the loss ------------------------------------------------------------------------------------
 
+@pytest.mark.golden
 def test_golden_loss_matches_hand_arithmetic():
     both, agent_only = GOLDEN["loss"]
     # both_roles: agent tokens: sample 0 (adv 0.5, lp -1, -2), sample 1 (adv -1, lp -0.5); N_agent = 3
@@ -105,6 +106,7 @@ def test_golden_loss_matches_hand_arithmetic():
     assert agent_only["grads"] == [pytest.approx([0.0625] * 4)]
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("case", GOLDEN["loss"], ids=lambda c: c["name"])
 def test_loss_matches_golden(case):
     samples = [Sample(s["prompt_ids"], s["completion_ids"], s["advantage"], s["role"])
