@@ -41,7 +41,8 @@ from tqdm.auto import tqdm  # noqa: E402
 from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_for  # noqa: E402
 from spade_mini.envs import TIERS, tier  # noqa: E402
 from spade_mini.evaluation import fixed_set_metrics, transfer_metrics  # noqa: E402
-from spade_mini.loop import State, one_iteration, peak_memory_mb  # noqa: E402
+from spade_mini.loop import State, one_iteration  # noqa: E402
+from spade_mini.run.row import peak_memory_mb  # noqa: E402
 from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402

@@ -19,8 +19,8 @@ NOTEBOOK_LIMIT_S = 300  # the whole notebook, kernel start included
 PROBE = "import os, sys\nprint(sys.prefix)\nprint(os.getcwd())"
 
 
-def test_the_five_notebooks_are_there():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05"], NOTEBOOKS
+def test_the_six_notebooks_are_there():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"], NOTEBOOKS
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
