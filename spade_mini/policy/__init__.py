@@ -1,7 +1,7 @@
 """The policy: the ONE language model both roles share (it imports nothing else of spade_mini).
 
-    policy.py    Policy (generate, continue_chats, acting_as), Completion, chat_ids (no text of a
-                 message becomes a special token)
+    policy.py    Policy (generate, continue_chats, generate_until, acting_as), Completion
+    chat.py      chat_ids: a chat's prompt tokens (no text of a message becomes a special token)
     load.py      load_policy, policy_from_model, embedded_checkpoint, tiny_model,
                  save_trainable / load_trainable (what a checkpoint holds of the model)
     logprobs.py  Sampling, PLAIN, token_logprobs: log-probs of tokens under the sampler
@@ -23,7 +23,8 @@ from spade_mini.policy.chunks import chunk_rows, pack_by_tokens
 from spade_mini.policy.memplan import (KNOWN_SHAPES, MemoryPlan, ModelShape, Need, PlanError, make_plan, out_of_memory,
                                        parse_bytes)
 from spade_mini.policy.models import MODELS, BuiltinModel
-from spade_mini.policy.policy import CHAT_CACHE_BYTES, Completion, Policy, acting_as, chat_ids, continue_chats
+from spade_mini.policy.chat import chat_ids
+from spade_mini.policy.policy import CHAT_CACHE_BYTES, Completion, Policy, acting_as, continue_chats
 
 __all__ = ["MODELS", "BuiltinModel", "Policy", "Completion", "chat_ids", "acting_as", "continue_chats", "CHAT_CACHE_BYTES", "ModelError",
            "load_policy", "policy_from_model", "embedded_checkpoint", "tiny_model", "pick_device",

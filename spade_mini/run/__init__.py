@@ -5,6 +5,7 @@ parallelism.
                     env_file_text / read_env_file, random_streams / restore_streams
     durable.py      writes a kill or a full disk cannot half-do; checkpoint manifests; WriteError
     reports.py      sample_rows for samples.jsonl; Reporter (TensorBoard or wandb, optional)
+    row.py          iteration_row: the metrics row of one iteration, gathered over ranks
     distributed.py  the same loop on every torchrun process: shares, gathers, broadcasts
 
 Other folders use the names below; the files above import each other directly.
