@@ -22,7 +22,8 @@ from spade_mini.evaluation import curve  # noqa: E402
 ARMS = {"spade": [], "fixed": ["--fixed-pool"], "plain": ["--plain-fixed-pool"]}
 VERSION = 2  # the summary's schema: item outcomes packed per point (curve.pack)
 KEPT = ("iteration", "valid_fraction", "valid_designs", "designs", "regret", "no_hint_return", "hint_return",
-        "informative_episodes", "no_hint_episodes", "pool_size", "agent_loss", "designer_loss",
+        "informative_episodes", "no_hint_episodes", "pool_size", "pool_level_mean", "pool_level_max",
+        "pool_raised", "pool_lowered", "pool_skills", "agent_loss", "designer_loss",
         "memory_designs", "memory_in_band", "drift_kl", "time_total_s")
 
 
@@ -65,10 +66,12 @@ def finished(run: Path, iterations: int) -> bool:
 
 
 def record(run: Path, iterations: int) -> dict:
-    """What a run directory holds for the summary (unpacked outcomes)."""
+    """What a run directory holds for the summary (unpacked outcomes), and the active pool's life
+    table: each environment it held, admitted when, its levels and moves, plays, why it left."""
+    from spade_mini.evaluation.plots import life_table
     metrics = [{k: r.get(k) for k in KEPT} for r in rows(run / "metrics.jsonl") if r["iteration"] >= 0]
     return {"finished": finished(run, iterations), "evals": evaluations(run), "transfer": transfers(run),
-            "iterations": metrics}
+            "iterations": metrics, "life": life_table(run)}
 
 
 def seconds_at(iterations: list[dict], it: int) -> float:
@@ -93,13 +96,16 @@ def run_summary(rec: dict, start: dict, exclude: list[str]) -> dict:
                        "seconds": seconds_at(rec["iterations"], it)})
     last_t = max((it for it in rec["transfer"] if it >= 0), default=None)
     last = evals[max(evals)]
-    per_env: dict[str, list[float]] = {}
-    for key, solved in last.items():
-        per_env.setdefault(curve.env_of(key), []).append(solved)
+    def per_env(outcomes: dict) -> dict[str, float]:
+        by: dict[str, list[float]] = {}
+        for key, solved in outcomes.items():
+            by.setdefault(curve.env_of(key), []).append(solved)
+        return {env: sum(v) / len(v) for env, v in sorted(by.items())}
     return {"finished": rec["finished"], "points": points, "iterations": rec["iterations"],
             "transfer": {"iteration": last_t, **compare_transfer(start["transfer"], rec["transfer"][last_t])}
             if last_t is not None else {},
-            "final_per_env": {env: sum(v) / len(v) for env, v in sorted(per_env.items())}}
+            "start_per_env": per_env(start["evals"]), "final_per_env": per_env(last),
+            "life": rec.get("life", [])}
 
 
 def arm_table(runs: dict[str, dict]) -> dict:
@@ -147,7 +153,8 @@ def pack_raw(start: dict, records: dict[str, dict]) -> dict:
             "start": {"evals": curve.pack(start["evals"], keys), "transfer": packed({-1: start["transfer"]})[-1]},
             "runs": {k: {"finished": r["finished"], "iterations": r["iterations"],
                          "evals": {it: curve.pack(o, keys) for it, o in r["evals"].items()},
-                         "transfer": packed(r["transfer"])} for k, r in records.items()}}
+                         "transfer": packed(r["transfer"]), **({"life": r["life"]} if "life" in r else {})}
+                     for k, r in records.items()}}
 
 
 def unpack_raw(raw: dict) -> tuple[dict, dict[str, dict]]:
@@ -159,7 +166,8 @@ def unpack_raw(raw: dict) -> tuple[dict, dict[str, dict]]:
                           for s, scores in suites.items()} for it, suites in t.items()}
     start = {"evals": curve.unpack(raw["start"]["evals"], keys), "transfer": transfer({-1: raw["start"]["transfer"]})[-1]}
     runs = {k: {"finished": r["finished"], "iterations": r["iterations"], "transfer": transfer(r["transfer"]),
-                "evals": {int(it): curve.unpack(p, keys) for it, p in r["evals"].items()}} for k, r in raw["runs"].items()}
+                "evals": {int(it): curve.unpack(p, keys) for it, p in r["evals"].items()},
+                **({"life": r["life"]} if "life" in r else {})} for k, r in raw["runs"].items()}
     return start, runs
 
 

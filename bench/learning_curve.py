@@ -90,7 +90,27 @@ def table(summary: dict) -> str:
                 got = m["transfer"].get(suite, {}).get(score)
                 if got:
                     lines.append(f"| {arm} | {suite} | {score} | {ci(got['base'], '.3f')} | {ci(got['other'], '.3f')} | {ci(got['delta'])} |")
-    return "\n".join(lines)
+    return "\n".join(lines + per_environment(summary))
+
+
+def per_environment(summary: dict) -> list[str]:
+    """Where a run gained or lost: each held-out environment's solve rate at the start and at the
+    last point, per run; then each run's active pool (environment, admitted, levels, plays, why it left)."""
+    runs = {k: s for k, s in summary["runs"].items() if s.get("start_per_env")}
+    if not runs:
+        return []
+    envs = sorted(next(iter(runs.values()))["start_per_env"])
+    lines = ["", "| held-out environment | start | " + " | ".join(runs) + " |", "|---|---|" + "---|" * len(runs)]
+    for env in envs:
+        start = next(iter(runs.values()))["start_per_env"][env]
+        lines.append(f"| {env} | {start:.2f} | " + " | ".join(f"{s['final_per_env'].get(env, float('nan')):.2f}"
+                                                            for s in runs.values()) + " |")
+    for key, s in runs.items():
+        if s.get("life"):
+            lines += ["", f"{key}'s pool: id, skill, origin, admitted, left (why), level of levels, moves, plays"]
+            lines += [f"  {r['id']} {r.get('skill')} {r.get('origin')} {r['admitted']} {r['left']} ({r['why']}) "
+                      f"{r['level']}/{r['levels'] - 1} {r['moves']} {r['plays']}" for r in s["life"]]
+    return lines
 
 
 def plot(summary: dict, path: Path) -> None:

@@ -100,10 +100,15 @@ def test_the_summary_alone_rebuilds_every_run():
         "evals": {0: outcomes({"a": "0111", "b": "1111", "c": "0000"}), 1: outcomes({"a": "1111", "b": "1111", "c": "0100"})},
         "transfer": {1: {"no_example": {"strict": outcomes({"x": "11"}), "lenient": outcomes({"x": "11"})}}}}
         for arm in ("spade", "fixed") for seed in (0, 1)}
+    life = [{"id": "it0000-01", "admitted": 0, "left": 1, "why": "learned", "level": 2, "levels": 4,
+             "moves": [[0, 0, 1], [1, 1, 2]], "plays": 24, "skill": "counting"}]
+    records["d-spade-s0"]["life"] = life  # the pool's life table travels with the summary
     summary = summarize({"seeds": [0, 1]}, start, records)
     assert summary["evidence"]["saturated"] == ["b"] and summary["evidence"]["never_solved"] == []
     assert unpack_raw(json.loads(json.dumps(summary))["raw"]) == (start, records)
     run = summary["runs"]["d-spade-s0"]
+    assert run["life"] == life and summary["runs"]["d-fixed-s0"]["life"] == []
+    assert run["start_per_env"] == {"a": 0.5, "b": 1.0, "c": 0.0} and run["final_per_env"] == {"a": 1.0, "b": 1.0, "c": 0.25}
     assert [p["seconds"] for p in run["points"]] == [0.0, 5.0, 5.0]
     assert run["points"][-1]["n"] == 8 and run["transfer"]["no_example"]["strict"]["delta"] == 0.5
     arm = summary["arms"]["spade"]
