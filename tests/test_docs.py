@@ -9,7 +9,7 @@ scripts' sources are read.
   argparse flags; after a bare `--`, flags go to train.py); and `--preset` values of
   `config.PRESETS`.
 * Every `--flag` in inline code is defined by some script of the project, or by one of the few
-  outside tools the pages name (torchrun, pip, SLURM).
+  outside tools the pages name (torchrun, pip, SLURM, pytest).
 * Every backticked path of the checkout (`bench/learning_curve.py`, `tests/test_loop.py::test_x`,
   `reward/leaks.py`) exists.
 """
@@ -31,6 +31,7 @@ OUTSIDE_FLAGS = {
                  "--master-port", "--signals-to-handle", "--shutdown-timeout"},
     "pip": {"--no-deps", "--upgrade"},
     "slurm": {"--signal", "--gres", "--time", "--requeue"},
+    "pytest": {"--durations"},
 }
 PYTHONS = {"python", "python3", ".venv/bin/python", "$(PY)"}
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
