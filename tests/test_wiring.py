@@ -164,3 +164,31 @@ def test_the_designer_baseline_is_its_skills_own(tiny_policy, monkeypatch):
     for skill, adv in by_skill.items():
         assert sum(adv) == pytest.approx(0.0, abs=1e-9), skill
         assert adv != [0.0, 0.0]
+
+
+class HintedSaysSo(Scripted):
+    """As Scripted, but a hint-arm turn (its prompt holds the hint) ends in a mark of its own, so
+    its tokens differ from every no-hint turn's while its action, and so its return, stays the same."""
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
+        out = super().generate(chats, max_new_tokens, temperature, tools)
+        if chats and chats[0][0]["content"] == SYSTEM:
+            return out
+        return [self._completion(chat, o.text + " (as hinted)", AGENT) if "HINT:" in chat[0]["content"] else o
+                for chat, o in zip(chats, out)]
+
+
+def test_the_hint_arm_is_never_trained(tiny_policy, monkeypatch):
+    """Hint-arm plays whose returns differ (so, were they trained, their advantages would not be 0)
+    never become samples of the update; the no-hint plays of the same seeds do."""
+    updates = recorded_updates(monkeypatch)
+    row, designs, _, episodes, _ = iteration(HintedSaysSo(tiny_policy, [f"```python\n{HALF}```"]),
+                                             small(designs_per_iteration=1))
+    hinted = [e for e in episodes if e.job.arm == "hint"]
+    assert hinted and len({e.ret for e in hinted}) == 2  # the hint arm was played, and some won, some lost
+    hint_turns = {tuple(t.completion_ids) for e in hinted for t in e.turns}
+    no_hint_turns = {tuple(t.completion_ids) for e in episodes if e.job.arm == "no_hint" for t in e.turns}
+    assert not hint_turns & no_hint_turns  # the mark makes them tell apart
+    (samples,) = updates
+    trained = {tuple(s.completion_ids) for s in samples if s.role == "agent"}
+    assert trained and trained <= no_hint_turns and not trained & hint_turns
