@@ -97,12 +97,11 @@ except (SkillError, CorpusError, ModelError, PlanError) as e:
     fail(str(e))
 say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
-examples = TIERS[cfg.examples][0]  # the hand-written tier that seeds the memory and is the fixed pool
-memory = None if cfg.no_memory else Memory.seeded(examples, max_records=cfg.memory_size)
-pool = tier(cfg.examples, cfg.setting)
+memory = None if cfg.no_memory else Memory.seeded(TIERS[cfg.examples][0], max_records=cfg.memory_size)
 # every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
 state = State(policy, optimizer, skills, corpus, memory, random.Random(distributed.rank_seed(cfg.seed)),
-              pool=pool, probe_sources=[e.source for e in tier(cfg.examples, cfg.setting, held_out=True)])
+              examples=tier(cfg.examples, cfg.setting),  # the fixed pool's environments, this setting's
+              probe_sources=[e.source for e in tier(cfg.examples, cfg.setting, held_out=True)])
 if cfg.pool_max_age > 0 and not (cfg.fixed_pool and cfg.plain_fixed_pool):  # environments at the agent's edge
     state.active_pool = Pool.from_config(cfg)
 if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed started above

@@ -48,7 +48,7 @@ class State:
     memory: object | None          # a Memory, or None
     rng: random.Random
     potential: LearningPotential = field(default_factory=LearningPotential)
-    pool: list = field(default_factory=list)  # HandEnv records for --fixed-pool
+    examples: list = field(default_factory=list)  # the tier's HandEnv examples: the fixed pool's environments
     iteration: int = 0
     active_pool: Pool | None = None  # the active pool (pool.py); None: each environment plays once
     probe: list | None = None        # the drift probe (policy/drift.py), made at the first iteration

@@ -66,7 +66,7 @@ def play_the_rest(state, cfg, fresh: list, scores: dict, trained: list, rest: in
                 p.id, p.skill, p.setting, p.source, returns[p.id], it, level=p.level, levels=p.levels)]
             climbing = [p for p in climbing if not climb_scores[p.id].failure and too_easy(returns[p.id], pool.band)]
         if not pool.envs and cfg.pool_examples_when_empty and not cfg.fixed_pool:  # nothing to play yet
-            from_examples = pool.fill(examples_to_fill(pool, state.pool, SandboxLimits(call_timeout_s=cfg.step_timeout_s)), it)
+            from_examples = pool.fill(examples_to_fill(pool, state.examples, SandboxLimits(call_timeout_s=cfg.step_timeout_s)), it)
         replay = [Playable(e.id, e.skill, e.setting, e.source, plays=n, level=e.level, levels=e.levels)
                   for e, n in pool.split(rest - len(played), k, state.rng)]
     else:

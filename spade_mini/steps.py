@@ -37,23 +37,23 @@ def environments(state, cfg, slots: range, budget: int, limits) -> tuple[list, l
     pool, it = state.active_pool, state.iteration
     if cfg.fixed_pool and pool is None:  # the earlier rounds' rotation: same no-hint episodes, no hint arm
         plays = spread(budget, cfg.designs_per_iteration)
-        picked = [(i, state.pool[(it * cfg.designs_per_iteration + i) % len(state.pool)]) for i in slots]
+        picked = [(i, state.examples[(it * cfg.designs_per_iteration + i) % len(state.examples)]) for i in slots]
         return [], [], [Playable(f"it{it:04d}-{i:02d}-{e.name}", e.skill, e.setting, e.source, plays=plays[i])
                         for i, e in picked], []
     designs, readmitted = [], []
     if pool is not None and cfg.fixed_pool:  # one pool, the other filler: the examples, no designer
-        readmitted = pool.fill(examples_to_fill(pool, state.pool, limits), it)
+        readmitted = pool.fill(examples_to_fill(pool, state.examples, limits), it)
     elif pool is not None and pool.short():  # the run's own in-band designs come back first
         readmitted = pool.refill(state.memory, it)
     if not cfg.fixed_pool and (pool is None or pool.due(it, cfg.design_every)):
-        share = lambda n: -(-n // distributed.world_size())  # noqa: E731  (this rank's part, rounded up)
+        rank_part = lambda n: -(-n // distributed.world_size())  # noqa: E731  (this rank's part of a cap, rounded up)
         skills = skill_schedule(state.skills, it, cfg.designs_per_iteration, group=DESIGNS_PER_SKILL)
         designs = design_environments(
             state.policy, skills[slots.start:slots.stop], state.corpus, state.memory, state.rng,
             max_new_tokens=cfg.design_max_new_tokens, temperature=cfg.temperature, iteration=it,
             limits=limits, retries=cfg.design_retries, references=cfg.memory_references,
             first_slot=slots.start, require_solution=cfg.require_solution,
-            until_valid=share(cfg.valid_designs), max_attempts=share(cfg.design_attempts),
+            until_valid=rank_part(cfg.valid_designs), max_attempts=rank_part(cfg.design_attempts),
             max_seconds=cfg.design_seconds, max_turns=cfg.max_turns, turn_tokens=cfg.turn_max_new_tokens,
             action_fits=turn_budget(state.policy, cfg.turn_max_new_tokens), min_instances=cfg.plays_per_design,
             levels=cfg.design_levels, repair=cfg.design_repair, edits=round(cfg.design_edits * len(slots)),

@@ -238,7 +238,7 @@ def test_the_run_records_out_of_memory_retries(policy, plan):
     cfg = Config(model="tiny", fixed_pool=True, designs_per_iteration=2, plays_per_design=1, max_turns=1,
                  turn_max_new_tokens=10, hint_source="env", lr=0.0)
     state = State(EveryTurnEnds(policy), make_optimizer(policy.model, 0.0), skills_for("games"), None, None,
-                  random.Random(0), pool=[e for e in EXAMPLES if e.setting == "games"])
+                  random.Random(0), examples=[e for e in EXAMPLES if e.setting == "games"])
     armed = [True]
     with failing(policy, lambda module, rows: rows > 1 and armed and armed.pop()):  # the first play turn
         row = one_iteration(state, cfg)[0]

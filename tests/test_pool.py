@@ -153,7 +153,7 @@ def _cfg(**kw):
 
 def _state(tiny_policy, cfg, pool=True, memory=None):
     state = State(ScriptedRoles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"),
-                  None, memory, random.Random(0), pool=list(STARTER))
+                  None, memory, random.Random(0), examples=list(STARTER))
     state.active_pool = Pool.from_config(cfg) if pool else None
     return state
 

@@ -79,7 +79,7 @@ class Scripted:
 
 def iteration(policy, cfg, pool=()):
     state = State(policy, make_optimizer(policy.policy.model, cfg.lr), skills_for("games"), None, None,
-                  random.Random(0), pool=list(pool))
+                  random.Random(0), examples=list(pool))
     return one_iteration(state, cfg)
 
 
