@@ -97,7 +97,7 @@ def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, l
     #    seeds with the iteration's other no-hint episodes, move levels, retire (replay.py)
     rest = 0 if cfg.fixed_pool and pool is None else max(0, len(distributed.share(budget)) - sum(p.plays for p in fresh))
     more, again, replay_trained, pool_stats = play_the_rest(state, cfg, fresh, scores, trained, rest, it)
-    rescore_with_replays(fresh, episodes, again, scores, cfg, state.potential)
+    rescore_with_replays(fresh, episodes, again, scores, cfg, state.potential, set(pool_stats.pop("admitted_ids")))
     episodes, trained, playables = episodes + again, trained + replay_trained, playables + more
     times["play"] = time.time() - t
     skill_of = {p.id: p.skill for p in playables}  # each skill's learning-potential averages move once

@@ -76,7 +76,7 @@ def play_the_rest(state, cfg, fresh: list, scores: dict, trained: list, rest: in
     replay += [dataclasses.replace(p, plays=n) for p, n in zip(playable, spread(left, len(playable))) if n]
     eps, ok, replay_scores = play_plan(state, cfg, replay)
     played, usable, plan = played + eps, usable + ok, plan + replay
-    stats = {"unspent": rest - len(played)}
+    stats = {"unspent": rest - len(played), "admitted_ids": list(admitted)}  # both popped before the row
     if pool is not None:
         changes, gone_before = [], len(pool.life)
         for p in replay:

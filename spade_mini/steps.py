@@ -57,7 +57,7 @@ def environments(state, cfg, slots: range, budget: int, limits) -> tuple[list, l
             max_seconds=cfg.design_seconds, max_turns=cfg.max_turns, turn_tokens=cfg.turn_max_new_tokens,
             action_fits=turn_budget(state.policy, cfg.turn_max_new_tokens), min_instances=cfg.plays_per_design,
             levels=cfg.design_levels, repair=cfg.design_repair, edits=round(cfg.design_edits * len(slots)),
-            edit_from=[(e.id, e.source, e.level, e.rate(pool.window)) for e in pool.envs] if pool else [])
+            edit_from=[(e.id, e.source, e.level, e.rate(pool.window), e.setting) for e in pool.envs] if pool else [])
     fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, cfg.plays_per_design,
                       levels=d.validation.levels) for d in designs if d.valid]
     return designs, fresh, [], readmitted
@@ -95,12 +95,15 @@ def score_new(state, cfg, playables: list, fresh: list, hints: list, episodes: l
     return scores, trained
 
 
-def rescore_with_replays(fresh: list, first: list, again: list, scores: dict, cfg, potential) -> None:
+def rescore_with_replays(fresh: list, first: list, again: list, scores: dict, cfg, potential,
+                         admitted: set) -> None:
     """After step 5: a design admitted this iteration and replayed at its level 0 in the same
     iteration (the same policy, before the update) is scored on all those no-hint plays, not only
-    its first K: its solve rate (and any crash) on more seeds; its regret stays on the paired seeds."""
+    its first K: its solve rate (and any crash) on more seeds; its regret stays on the paired seeds.
+    A design the pool refused keeps the score of its first K plays (the leftover budget may replay
+    it, but only to train the agent)."""
     replayed = {e.job.design_id for e in again if e.job.level == 0}
-    mine = [p for p in fresh if p.id in replayed]
+    mine = [p for p in fresh if p.id in replayed and p.id in admitted]
     if not mine:
         return
     ids = {p.id for p in mine}

@@ -217,4 +217,5 @@ def test_a_curve_without_its_transfer_suite_stops_before_training_with_the_insta
     monkeypatch.setattr(learning_curve, "train", no_training)
     assert learning_curve.main() == 2 and not (tmp_path / "runs").exists()  # nothing started
     monkeypatch.undo()
-    assert learning_curve.missing_suites("cpu", []) is None  # installed here (make test installs it)
+    if importlib.util.find_spec("reasoning_gym") is not None:  # make test installs it
+        assert learning_curve.missing_suites("cpu", []) is None

@@ -316,7 +316,7 @@ def test_an_edit_of_a_pool_environment_must_change_more_than_names_and_numbers()
             return [FakeCompletion(replies.pop(0) if "Write a variant" in c[1]["content"] else PROSE, [0], [1])
                     for c in chats]
 
-    pool = [("it0001-03", parent_source, 2, 0.375)]
+    pool = [("it0001-03", parent_source, 2, 0.375, "games"), ("it0001-05", "class ToolEnv: ...", 0, 0.5, "tool_use")]
     for reply, valid in ((renamed, False), (twisted, True)):
         replies.append(reply)
         edit, fresh = design_environments(Editor([]), skills_for("games")[:2], Corpus.load(None), Memory(),
@@ -333,6 +333,10 @@ def test_an_edit_of_a_pool_environment_must_change_more_than_names_and_numbers()
     fresh = design_environments(Editor([]), skills_for("games")[:2], None, None, random.Random(0),
                                 max_new_tokens=300, temperature=0.6, iteration=4, edits=2, edit_from=[])
     assert [d.written_as for d in fresh] == ["fresh", "fresh"]
+    # a pool of another setting only: its contract is not the slot's, so no edit
+    other = design_environments(Editor([]), skills_for("games")[:1], None, None, random.Random(0), max_new_tokens=300,
+                                temperature=0.6, iteration=4, edits=1, edit_from=pool[1:])
+    assert [d.written_as for d in other] == ["fresh"]
 
 
 def test_the_design_cost_bench_counts_admitted_environments_by_kind_of_attempt(tmp_path):

@@ -178,6 +178,8 @@ def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tin
         plays = [e.ret for e in no_hint if e.job.design_id == d.id]
         assert len(plays) == (12 if d.id in admitted else 4)
         assert scores[d.id].no_hint_solve_rate == sum(r > 0 for r in plays) / len(plays)
+        if d.id in admitted:  # and its first 4 plays alone would have said otherwise (else this proves nothing)
+            assert sum(r > 0 for r in plays[:4]) / 4 != scores[d.id].no_hint_solve_rate
 
     row, designs, playables, episodes, scores = one_iteration(state, cfg)  # iteration 1: not due
     assert designs == [] and row["designs"] == 0 and row["valid_fraction"] is None

@@ -40,6 +40,7 @@ REPAIRABLE = STAGES[:-1]
 
 _PY_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
 _BARE_BLOCK = re.compile(r"```[ \t]*\n(.*?)(?:```|\Z)", re.S)
+FENCE_END = "`"  # the last character of a closing fence: the designer's row is checked after a token holding it
 _CLOSED_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
 _ENV_CLASS = re.compile(r"^\s*class\s+\w*Env\b", re.M)
 
@@ -104,7 +105,8 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
     difficulty levels (prompts.py). `repair`: a slot whose fresh attempt failed as a bug (a stage
     of REPAIRABLE) gets its next attempt as a repair of that code (prompts.repair_prompt), once;
     then fresh attempts again. `edits`: the first attempts of that many slots edit an environment
-    drawn from `edit_from` ((id, source, level, rate) of the active pool) into a variant
+    drawn from `edit_from` ((id, source, level, rate, setting) of the active pool; one of the
+    slot's setting, so its contract is the one the prompt states) into a variant
     (prompts.edit_prompt); an edit that changes only its parent's names and numbers is a
     `duplicate`. Design ids number the slots from
     `first_slot` (a data-parallel rank designs a block of the iteration's slots); a slot's later
@@ -125,8 +127,9 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
         chats, doc_ids, origins = [], [], []  # origins: (written_as, parent) per chat
         for slot in pending:
             last = last_of.get(slot)
-            if last is None and slot < edits and edit_from:
-                parent_id, parent_source, level, rate = edit_from[rng.randrange(len(edit_from))]
+            same_setting = [e for e in edit_from if e[4] == skills[slot].setting]  # the contract it is told
+            if last is None and slot < edits and same_setting:
+                parent_id, parent_source, level, rate, _ = same_setting[rng.randrange(len(same_setting))]
                 doc = corpus.sample(rng) if corpus is not None else None
                 chats.append(edit_prompt(skills[slot], parent_source, level, rate, doc, turns=max_turns,
                                          turn_tokens=turn_tokens, levels=levels))
@@ -195,7 +198,7 @@ def write(policy, chats: list[list[dict]], max_new_tokens: int, temperature: flo
     designer in the tests) writes with its own `generate`."""
     if getattr(type(policy), "generate_until", None) is None:
         return policy.generate(chats, max_new_tokens, temperature=temperature)
-    return policy.generate_until(chats, max_new_tokens, temperature, until=env_block_closed)
+    return policy.generate_until(chats, max_new_tokens, temperature, until=env_block_closed, when=FENCE_END)
 
 
 def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:

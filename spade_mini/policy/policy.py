@@ -143,7 +143,8 @@ class Policy:
             past = self.chat_cache.take([keys[i] for i in rows]) if keys is not None else None
             with self.compute():
                 out = decode(self.model, [prompts[i] for i in rows], max_new_tokens, None if s is PLAIN else s,
-                             self.eos_ids, self.pad_id, past, room=self.chat_cache.room if keys is not None else None,
+                             self.eos_ids, self.pad_id, past,
+                             room=self.chat_cache.room if keys is not None else (lambda n: False),  # nothing to keep
                              stop=stop)
             if keys is not None:
                 self.chat_cache.keep([keys[i] for i in rows], [d.reusable for d in out])
@@ -157,13 +158,16 @@ class Policy:
         return self.completions(prompts, [(d.ids, d.finished) for d in out], temperature)
 
     def generate_until(self, chats: list[list[dict]], max_new_tokens: int, temperature: float | None = None,
-                       until=None) -> list[Completion]:
+                       until=None, when: str | None = None) -> list[Completion]:
         """`generate` in the decoding loop: every row leaves the batch at its EOS, or, finished, as
         soon as `until(its text so far)` is true (the designer's: its environment's code block has
         closed; what follows is never read), instead of `generate` decoding padding until the
-        longest row ends."""
+        longest row ends. With `when`, `until` is asked only after a token whose text holds it (the
+        designer's: a backtick, which ends every closing fence), so a row's whole text is not
+        decoded again at every step."""
         def stop(ids: list[int]) -> bool:
-            return until is not None and until(self.tokenizer.decode(ids, skip_special_tokens=True))
+            return (until is not None and (when is None or when in self.tokenizer.decode(ids[-1:]))
+                    and until(self.tokenizer.decode(ids, skip_special_tokens=True)))
         return self.continue_chats(chats, max_new_tokens, temperature, stop=stop)
 
     def forget_chats(self) -> None:
