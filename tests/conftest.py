@@ -6,7 +6,7 @@ from hostile import sandbox  # noqa: F401  (the fixture of the hostile sandbox t
 
 from spade_mini.config import Config
 
-pytest_plugins = ["pytester"]  # tests/test_sandbox.py runs an inner pytest session with it
+pytest_plugins = ["pytester"]  # tests/test_suite.py runs an inner pytest session with it
 
 # `--dtype auto` measures bf16 against float32 on CPUs with bf16 units (policy/dtypes.py), and the
 # measurement is noisy; the tests' tolerances are float32's, so in-process tests see a CPU without
