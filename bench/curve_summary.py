@@ -19,7 +19,7 @@ from spade_mini.evaluation import curve  # noqa: E402
 
 # spade and fixed share the active pool with levels (they differ only in who writes its environments);
 # plain is the fixed rotation of earlier rounds (no levels, no pool moves), for reading against them.
-ARMS = {"spade": [], "fixed": ["--fixed-pool"], "plain": ["--plain-fixed-pool"]}
+ARMS = {"spade": [], "fixed": ["--fixed-pool"], "plain": ["--fixed-pool", "--plain-fixed-pool"]}
 VERSION = 2  # the summary's schema: item outcomes packed per point (curve.pack)
 KEPT = ("iteration", "valid_fraction", "valid_designs", "designs", "regret", "no_hint_return", "hint_return",
         "informative_episodes", "no_hint_episodes", "pool_size", "pool_level_mean", "pool_level_max",

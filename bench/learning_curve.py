@@ -7,7 +7,7 @@ and the same no-hint episodes per iteration, under its own --seed:
     spade  the policy designs environments (shown the tier's examples in its memory), plays them
            with and without a hint, replays its active pool, and both roles learn;
     fixed  the same active pool with levels, filled with the tier's examples (`--fixed-pool`): no designer;
-    plain  (only when asked: `--arms plain`) the earlier rounds' fixed rotation, no levels (`--plain-fixed-pool`).
+    plain  (only when asked: `--arms plain`) the earlier rounds' fixed rotation, no levels (`--fixed-pool --plain-fixed-pool`).
 
 The starting policy is evaluated once (`train.py --iterations 0`): it is the same for every run
 (a LoRA adapter starts as a no-op, and evaluation is greedy). Then every `--eval-every`

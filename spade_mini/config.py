@@ -260,6 +260,9 @@ class Config:
         if self.valid_designs > self.designs_per_iteration:
             raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than the "
                               f"{self.designs_per_iteration} slots of --designs-per-iteration; give at most that many.")
+        if self.plain_fixed_pool and not self.fixed_pool:
+            raise ConfigError("--plain-fixed-pool chooses which fixed pool --fixed-pool plays; give both flags "
+                              "(alone it would run SPADE with its designer).")
         if not 0.0 <= self.design_edits <= 1.0:
             raise ConfigError(f"--design-edits {self.design_edits} is a share of the designer's slots; give a "
                               "number in [0, 1], e.g. 0.5.")

@@ -79,3 +79,16 @@ def test_bad_flag_exits_2_with_one_line():
                          text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "--lr expects float" in out.stderr
+
+
+def test_plain_fixed_pool_alone_is_one_sentence_not_a_spade_run():
+    """--plain-fixed-pool only says which fixed pool --fixed-pool plays; alone it once ran SPADE
+    with its designer, silently (a curve's 'plain' arm did)."""
+    with pytest.raises(ConfigError, match="give both flags"):
+        Config(plain_fixed_pool=True)
+    assert Config(fixed_pool=True, plain_fixed_pool=True).plain_fixed_pool
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from curve_summary import ARMS
+    assert "--fixed-pool" in ARMS["plain"] and "--plain-fixed-pool" in ARMS["plain"]
