@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from curve_summary import rows  # noqa: E402  (bench/ is the script's own folder)
 from spade_mini.evaluation.plots import life_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,10 +36,6 @@ ARMS = {"plain": ["--design-repair", "false", "--design-edits", "0", "--invalid-
         "cheap": ["--design-repair", "true", "--design-edits", "0.5", "--invalid-update-fraction", "0.25"]}
 KINDS = ("fresh", "repair", "edit")
 GOAL_S = 140.0
-
-
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
 def run_arm(arm: str, args, extra: list[str]) -> Path:

@@ -130,17 +130,18 @@ def decode(model, prompts: list[list[int]], max_new_tokens: int, sampling: Sampl
     last = positions[:, -1]  # (B,)
     for step in range(max_new_tokens):
         drawn, logp = draw(logits, sampling)  # (b,), (b,)
-        ending = []
+        ending, stopped = [], set()  # stopped: rows ended by `stop` (asked once a row a step)
         for j, (i, token) in enumerate(zip(rows, drawn.tolist())):
             tokens[i].append(token)
             logps[i].append(logp[j])
-            if tokens[i][-1] in eos_ids or step == max_new_tokens - 1 or (stop is not None and stop(tokens[i])):
+            if stop is not None and token not in eos_ids and stop(tokens[i]):
+                stopped.add(i)
+            if token in eos_ids or step == max_new_tokens - 1 or i in stopped:
                 ending.append(j)
         for j in ending:  # their last token is drawn but not fed: the cache holds the rest
             i = rows[j]
             keep = reuse and (room is None or room(int(mask[j].sum()) * position_bytes(cache)))
-            ended = tokens[i][-1] in eos_ids or (stop is not None and stop(tokens[i]))
-            done[i] = Decoded(tokens[i], ended, torch.stack(logps[i]),
+            done[i] = Decoded(tokens[i], tokens[i][-1] in eos_ids or i in stopped, torch.stack(logps[i]),
                               Reusable(prompts[i] + tokens[i][:-1], cache_rows(cache, j, mask[j])) if keep else None,
                               kept[i])
         if len(ending) == len(rows):
