@@ -1,8 +1,8 @@
 """A standing comparison with TRL: seconds per step of TRL's GRPOTrainer and of our update.
 
-Run: python bench/bench_vs_trl.py [--steps 3]. Needs `trl` (pip install -r requirements-bench.txt);
+Run: python bench/bench_vs_trl.py [--steps 3] [--model qwen-coder-1.5b]. Needs `trl` (pip install -r requirements-bench.txt);
 without it, it prints one line and exits. The workload is the same for both: the embedded
-model (SmolLM2-135M-Instruct) in float32, LoRA r16 (alpha 32) on q/k/v/o, 2 prompts x 8
+model (SmolLM2-135M-Instruct; --model names another built-in one) in float32, LoRA r16 (alpha 32) on q/k/v/o, 2 prompts x 8
 generations x up to 64 new tokens per step, temperature 0.6 / top-k 20 / top-p 0.95, reward =
 digits in the completion (up to 4) / 4, group-mean baseline without std scaling, one optimizer step
 per batch (AdamW, lr 1e-5, clip 1.0), micro-batch 8, no gradient checkpointing, no KL term.
@@ -56,6 +56,7 @@ def our_step(policy, optimizer, go_on: bool) -> tuple[float, bool]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3, help="measured steps of each (after one warm-up)")
+    parser.add_argument("--model", default="embedded", help="a built-in model (python -m spade_mini.install list)")
     args = parser.parse_args()
     if importlib.util.find_spec("trl") is None:
         print("bench_vs_trl: skipped, trl is not installed (pip install -r requirements-bench.txt)")
@@ -67,14 +68,15 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from spade_mini.config import Config
-    from spade_mini.policy import embedded_checkpoint, load_policy
+    from spade_mini.policy import load_policy
+    from spade_mini.policy.models import checkpoint
     from spade_mini.reinforce import make_optimizer
 
-    cfg = Config(model="embedded", quantize="none", lora_r=16, lora_alpha=32, lr=LR,
+    cfg = Config(model=args.model, quantize="none", dtype="float32", lora_r=16, lora_alpha=32, lr=LR,
                  temperature=TEMPERATURE, top_k=TOP_K, top_p=TOP_P)
     policy = load_policy(cfg, verbose=False)
     optimizer = make_optimizer(policy.model, LR)
-    path = str(embedded_checkpoint(cfg.cache_dir))
+    path = str(checkpoint(args.model, cfg.cache_dir))
     times = {"trl": [], "ours, generate": [], "ours, continue_chats": []}
     skips = []
 
@@ -109,7 +111,7 @@ def main() -> None:
         peft_config=lora, callbacks=[Interleave()])
     trainer.train()
     print(f"GRPO workload: {len(PROMPTS)} prompts x {GENERATIONS} generations x up to {MAX_NEW_TOKENS} tokens, "
-          f"SmolLM2-135M fp32, LoRA r16 q/k/v/o, micro-batch {MICRO_BATCH}; "
+          f"{args.model} fp32, LoRA r16 q/k/v/o, micro-batch {MICRO_BATCH}; "
           f"{args.steps} measured steps each, interleaved")
     mean = {k: sum(v[1:]) / len(v[1:]) for k, v in times.items()}
     for name, s in mean.items():

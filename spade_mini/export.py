@@ -6,7 +6,9 @@ writes every VALID environment of the run (`envs/<id>.py`, the stats from its he
 its `samples.jsonl` row) into `suite/`: one `<id>.py` per environment, the source exactly as
 the designer wrote it, and `manifest.json` with each one's name, file, design id, iteration,
 skill, setting, class, `max_episode_steps`, solve rates with and without the hint, regret,
-designer reward and fingerprint. Copies up to names, comments and docstrings
+designer reward and fingerprint, and `pool`: where the run's newest checkpoint has an active
+pool that held it, its level, levels, recent no-hint rate, plays, and why it left (null: still
+in the pool). `spade_mini.trl_env` reads these to weight and level a TRL dataset. Copies up to names, comments and docstrings
 (`fingerprint`, designer/novelty.py) are exported once, the earliest, with the ids of the others in its
 `duplicates`. `--min-regret` keeps the environments whose regret was measured and is at least X;
 `--skills` keeps those of the given skill keys; `--revalidate` runs today's `validate_env` on
@@ -31,7 +33,7 @@ from pathlib import Path
 from spade_mini.designer import SKILLS, fingerprint
 from spade_mini.envs import MAX_TURNS
 from spade_mini.registration import MANIFEST, env_class, is_tool_use, parsed, read_suite, turn_cap
-from spade_mini.run import read_env_file
+from spade_mini.run import RunDir, load_pool, read_env_file
 from spade_mini.sandbox import validate_env
 
 FORMAT = 1
@@ -61,6 +63,15 @@ def design_rows(run: Path) -> dict[str, dict]:
     return rows
 
 
+def pool_stats(run: Path) -> dict[str, dict]:
+    """id -> its row of the active pool's life table in the run's newest intact checkpoint
+    (level, levels, rate, plays, why it left); empty without a pool."""
+    newest = RunDir(run.parent, run.name).latest_checkpoint() if (run / "envs").is_dir() else None
+    pool = load_pool(newest) if newest is not None else None
+    rows = pool.life_table() if pool is not None else []
+    return {r["id"]: {k: r[k] for k in ("level", "levels", "rate", "plays", "why")} for r in rows}
+
+
 def environment(design: str, stats: dict, source: str, row: dict) -> dict:
     """The manifest entry of one `envs/<id>.py` of a run: its header `stats`, its `source`
     and its samples.jsonl `row` (the row's typed values win)."""
@@ -85,7 +96,7 @@ def environment(design: str, stats: dict, source: str, row: dict) -> dict:
 def export_run(run: Path, out: Path, min_regret: float | None = None,
                skills: list[str] | None = None, revalidate: bool = False) -> dict:
     """Write the suite of `run` into `out`; return its manifest (with `counts`)."""
-    rows = design_rows(run)
+    rows, pooled = design_rows(run), pool_stats(run)
     counts = {"valid": 0, "exported": 0, "duplicates": 0, "below_min_regret": 0, "other_skill": 0,
               "invalid_now": 0}
     kept: dict[str, tuple[dict, str]] = {}  # fingerprint -> (entry, source), earliest first
@@ -95,7 +106,7 @@ def export_run(run: Path, out: Path, min_regret: float | None = None,
         if row.get("valid", stats.get("valid") == "True") is not True:
             continue
         counts["valid"] += 1
-        entry = environment(path.stem, stats, source, row)
+        entry = {**environment(path.stem, stats, source, row), "pool": pooled.get(path.stem)}
         if skills and entry["skill"] not in skills:
             counts["other_skill"] += 1
         elif min_regret is not None and (entry["regret"] is None or entry["regret"] < min_regret):

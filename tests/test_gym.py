@@ -3,6 +3,7 @@ every observation and action, and a run's environments exported, registered and 
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import warnings
@@ -215,6 +216,28 @@ def test_export_keeps_valid_distinct_environments_with_their_stats(run_dir, tmp_
     assert sorted(p.name for p in out.iterdir()) == ["it0001-00.py", "manifest.json"]
     assert export.main([str(run_dir), "--out", str(out), "--skills", "api_orchestration"]) == 0
     assert [e["design"] for e in read_suite(out)[1]] == ["it0001-01"]
+
+
+def test_export_carries_each_environments_pool_statistics_from_the_newest_checkpoint(run_dir, tmp_path):
+    from spade_mini.pool import Pool, PoolEnv
+    pool = Pool((0.1, 0.9), 6, 4, 1, 8)
+    pool.envs = [PoolEnv("it0000-00", "logical_deduction", "games", GUESS, 0, returns=[1.0, 0.0, 0.0, 0.0],
+                         level=2, levels=4, plays=30)]
+    pool.life = [pool.life_row(PoolEnv("it0001-01", "api_orchestration", "tool_use", TOOLS, 1, plays=8),
+                               3, "learned")]
+    for n, p in ((2, pool), (1, Pool((0.1, 0.9), 6, 4, 1, 8))):  # the newest checkpoint counts
+        (run_dir / f"checkpoint-{n}").mkdir()
+        (run_dir / f"checkpoint-{n}" / "state.pt").write_bytes(b"")
+        (run_dir / f"checkpoint-{n}" / "pool.json").write_text(json.dumps(p.to_dict()))
+    out = tmp_path / "suite"
+    export.export_run(run_dir, out)
+    guess, tools = read_suite(out)[1]
+    assert guess["pool"] == {"level": 2, "levels": 4, "rate": 0.25, "plays": 30, "why": None}
+    assert tools["pool"] == {"level": 0, "levels": 1, "rate": None, "plays": 8, "why": "learned"}
+    for n in (1, 2):  # a run without a checkpoint: no pool statistics
+        shutil.rmtree(run_dir / f"checkpoint-{n}")
+    export.export_run(run_dir, out)
+    assert read_suite(out)[1][0]["pool"] is None
 
 
 def test_exported_suite_registers_and_plays_through_gym_make(run_dir, tmp_path):
