@@ -409,3 +409,32 @@ def test_validation_refuses_a_solution_longer_than_the_runs_turn_cap_or_its_turn
     assert fits("7") and fits("7").split(" takes ")[1] == fits("\\boxed{7}").split(" takes ")[1]  # counted boxed
     text = designer_prompt(skills_for("games")[0], None, "", turns=6, turn_tokens=24)[1]["content"]
     assert "End within 6 turns." in text and "at most 24 tokens a turn" in text
+
+
+# ---- golden: the pool's rules as sequences of returns ------------------------------------------
+# By hand (band (0.25, 0.75), window 4, max_age 3; a rate is judged on the last 4 plays at the
+# level once 4 have come in; at or above 0.75 raise, at or below 0.25 lower; unjudged for
+# max_age iterations after the last move: age):
+#   raised_then_learned: it1 [1,1,1,1] rate 1 -> raised to 1 (plays cleared); it2 [1,1,1,0] rate
+#     0.75 -> no level 2 of 2 -> learned.  raise_refused_by_validation: rate 1, level 1 does not
+#     validate -> learned.  lowered_then_too_hard: from level 1, it1 rate 0 -> lowered to 0; it2
+#     two plays, unjudged, 2 - 1 + 1 = 2 < 3 iterations -> stays; it3 [1,0,0,0] rate 0.25 at
+#     level 0 -> too hard.  judged_in_band_stays: rate 0.5 every time, judged, never ages.
+#   not_judged_ages_out: 3 plays < 4 by it2, 2 - 0 + 1 = 3 iterations -> age.  Admission needs a
+#     rate strictly inside the band: [1,1,1,1] (1.0) and [1,0,0,0] (0.25, the edge) are refused.
+GOLDEN_POOL = json.loads((Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())["pool"]
+
+
+@pytest.mark.golden
+@pytest.mark.parametrize("case", GOLDEN_POOL, ids=lambda c: c["name"])
+def test_pool_rules_match_golden(case):
+    pool = Pool(tuple(case["band"]), case["max_age"], case["window"], 1, 8)
+    admitted = pool.admit("e", "skill", "games", "", case["admit"], 0, level=case["level"], levels=case["levels"])
+    assert admitted == case["admitted"]
+    for i, it in enumerate(case["iterations"], start=1):
+        if it["returns"] is not None:
+            pool.record("e", it["returns"])
+        events = pool.review(i, validates=lambda env, level, ok=it["validates"]: ok)
+        assert [what for _, what in events] == ([it["event"]] if it["event"] else []), (case["name"], i)
+        assert (pool.get("e").level if pool.get("e") else None) == it["level"], (case["name"], i)
+    assert pool.retired.get("e") == (tuple(case["left"]) if case["left"] else None)

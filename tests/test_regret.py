@@ -60,6 +60,11 @@ HAND_DESIGNER = {
     "blend_negative_regret": 0.6 * 0.6 + 0.4 * max(0, -0.2 / 0.15),  # 0.36
     "solve_rate_only": 0.6,                                         # plateau(0.7)
     "learning_potential": 0.12,                                     # passed through
+    # gated: regret is paid only strictly inside (0, 1); the plateau term as in the blend
+    "gated_in_band": 0.6 * 1.0 + 0.4 * (0.075 / 0.15),              # plateau(0.5)=1 -> 0.8
+    "gated_never_solved": 0.6 * 0.0 + 0.0,                          # rate 0: no regret paid
+    "blend_never_solved": 0.6 * 0.0 + 0.4 * min(1, 0.3 / 0.15),      # ungated: 0.4 for leaving the band
+    "gated_always_solved": 0.6 * 0.0 + 0.0,                         # rate 1: plateau(1)=0, no regret
 }
 # Graded: 10 levels (no_code, syntax, structure, load, reset, step, episode, solution, play,
 # duplicate) evenly spaced strictly inside (invalid_reward, valid_floor): level l earns
@@ -110,6 +115,11 @@ HAND_ADV = {
     "three_groups": [0.5, -0.5, -0.5, 0.5, 0.0, 0.0, 0.0],
     "three_groups_std": [0.5 / _S_A, -0.5 / _S_A, -0.5 / _S_A, 0.5 / _S_A, 0.0, 0.0, 0.0],
     "one_winner_std": [0.75 / _S_X, -0.25 / _S_X, -0.25 / _S_X, -0.25 / _S_X],
+    # the designer's cohort baseline: one group of all the designs, mean (0.8+0.2+0.5+0.1)/4 = 0.4
+    "cohort_baseline": [0.8 - 0.4, 0.2 - 0.4, 0.5 - 0.4, 0.1 - 0.4],
+    # per skill: logic mean 0.5, maps mean 0.3
+    "skill_baseline": [0.8 - 0.5, 0.2 - 0.5, 0.5 - 0.3, 0.1 - 0.3],
+    "all_equal_is_exactly_zero": [0.0] * 8,  # equal values: 0 exactly, not 1e-17 / (0 + eps)
 }
 
 
@@ -290,6 +300,8 @@ def test_group_advantages(case):
     got = R.group_advantages(case["values"], case["groups"], normalize_std=case["normalize_std"],
                              eps=case["eps"])
     assert got == pytest.approx(case["advantages"], abs=TOL)
+    zeros = [i for i, a in enumerate(case["advantages"]) if a == 0.0]
+    assert [got[i] for i in zeros] == [0.0] * len(zeros)  # exactly: a 0 leaves the token count
 
 
 # --- properties and errors -----------------------------------------------------------------------

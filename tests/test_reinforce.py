@@ -89,7 +89,7 @@ class CaptureOptimizer:
 
 @pytest.mark.golden
 def test_golden_loss_matches_hand_arithmetic():
-    both, agent_only = GOLDEN["loss"]
+    both, agent_only, zero = GOLDEN["loss"]
     # both_roles: agent tokens: sample 0 (adv 0.5, lp -1, -2), sample 1 (adv -1, lp -0.5); N_agent = 3
     #   agent_loss = -(0.5*(-1 - 2) + (-1)*(-0.5)) / 3 = -(-1.5 + 0.5) / 3 = 1/3
     #   designer: sample 2 (adv 2, lp -3, -1, -2); N_designer = 3
@@ -104,6 +104,11 @@ def test_golden_loss_matches_hand_arithmetic():
     assert agent_only["total"] == agent_only["agent_loss"] == pytest.approx(-0.5)
     assert agent_only["designer_loss"] == 0.0
     assert agent_only["grads"] == [pytest.approx([0.0625] * 4)]
+    # zero_advantage_tokens_do_not_count: N_agent = 2 (sample 1's 3 tokens have advantage 0),
+    #   N_designer = 0: agent_loss = -(0.5 * (-1 - 2)) / 2 = 0.75, designer_loss 0, total 0.75;
+    #   grads -0.5/2 = -0.25 on sample 0, 0 elsewhere (with N_agent = 5 it would be -0.1 and 0.3)
+    assert (zero["agent_loss"], zero["designer_loss"], zero["total"]) == pytest.approx((0.75, 0.0, 0.75))
+    assert zero["grads"] == [[-0.25, -0.25], [0.0] * 3, [0.0] * 2]
 
 
 @pytest.mark.golden
