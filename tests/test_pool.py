@@ -422,11 +422,11 @@ def test_validation_refuses_a_solution_longer_than_the_runs_turn_cap_or_its_turn
 #     level 0 -> too hard.  judged_in_band_stays: rate 0.5 every time, judged, never ages.
 #   not_judged_ages_out: 3 plays < 4 by it2, 2 - 0 + 1 = 3 iterations -> age.  Admission needs a
 #     rate strictly inside the band: [1,1,1,1] (1.0) and [1,0,0,0] (0.25, the edge) are refused.
-GOLDEN_POOL = json.loads((Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())["pool"]
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())
 
 
 @pytest.mark.golden
-@pytest.mark.parametrize("case", GOLDEN_POOL, ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", GOLDEN["pool"], ids=lambda c: c["name"])
 def test_pool_rules_match_golden(case):
     pool = Pool(tuple(case["band"]), case["max_age"], case["window"], 1, 8)
     admitted = pool.admit("e", "skill", "games", "", case["admit"], 0, level=case["level"], levels=case["levels"])
