@@ -371,6 +371,10 @@ def _kill_and_resume_matches(tmp_path, *extra, iterations: int = 4, kill_after: 
                               if r["kind"] == kind]
     assert rows(split, "episode") == rows(tmp_path / "whole", "episode")
     assert rows(split, "design") == rows(tmp_path / "whole", "design")
+    from safetensors.torch import load_file  # and the same weights: one seed, one run, designer and pool on
+    last = f"checkpoint-{iterations - 1}/trainable.safetensors"
+    wa, wb = load_file(split / last), load_file(tmp_path / "whole" / last)
+    assert wa.keys() == wb.keys() and all(wa[k].equal(wb[k]) for k in wa)
     return pools
 
 
