@@ -38,14 +38,13 @@ Shapes (legend: spade_mini/__init__.py): B sequences of a micro-batch, L tokens 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from spade_mini.config import DEFAULTS
-from spade_mini.policy import PLAIN, Sampling, acting_as, out_of_memory, pack_by_tokens
+from spade_mini.policy import PLAIN, BareModel, Roles, Sampling, acting_as, out_of_memory, pack_by_tokens
 
 ROLES = ("agent", "designer")
 
@@ -125,16 +124,19 @@ LogprobFn = Callable[[torch.nn.Module, list[list[int]], list[list[int]], int, li
                      list[torch.Tensor]]
 
 
-def _model_and_pad(policy, pad_id: int | None) -> tuple[torch.nn.Module, int]:
-    """Accept a Policy (with .model and .tokenizer) or a bare torch module."""
-    # A bare HF model also has a `.model` attribute (its backbone), so test the type first.
-    model = policy if isinstance(policy, torch.nn.Module) else policy.model
-    if pad_id is None:
-        tokenizer = getattr(policy, "tokenizer", None)
-        pad_id = getattr(tokenizer, "pad_token_id", None)
-        if pad_id is None:
-            pad_id = getattr(tokenizer, "eos_token_id", None)
-    return model, (0 if pad_id is None else int(pad_id))
+def trainee(policy) -> Roles:
+    """A Policy as it is; a bare torch module wrapped (a HF model has a `.model` attribute, its
+    backbone, so the type is tested, not the attribute)."""
+    return BareModel(policy) if isinstance(policy, torch.nn.Module) else policy
+
+
+def pad_of(policy: Roles, pad_id: int | None) -> int:
+    """`pad_id`, else the tokenizer's pad token, else its EOS, else 0."""
+    tokenizer = policy.tokenizer
+    for candidate in (pad_id, getattr(tokenizer, "pad_token_id", None), getattr(tokenizer, "eos_token_id", None)):
+        if candidate is not None:
+            return int(candidate)
+    return 0
 
 
 def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, *,
@@ -173,12 +175,13 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
             # One forward per micro-batch: token_logprobs must not split it further.
             return token_logprobs(model, prompts, completions, pad_id, micro_batch=len(prompts),
                                   samplings=samplings)
-    model, pad_id = _model_and_pad(policy, pad_id)
+    policy = trainee(policy)
+    model, pad_id = policy.model, pad_of(policy, pad_id)
     counts = role_token_counts(samples) if token_counts is None else tuple(token_counts)
     tokens = sum(counts)
     if tokens == 0:
         return UpdateStats(0.0, 0.0, 0.0, 0, skipped="all advantages are zero (or no completion tokens): nothing to learn")
-    if counts[0] == 0 and not designer_only_step and getattr(policy, "adapters", None) is None:
+    if counts[0] == 0 and not designer_only_step and policy.adapters is None:
         return UpdateStats(0.0, 0.0, 0.0, 0, skipped=DESIGNER_ONLY)
     # A zero advantage contributes zero gradient, so those samples need no forward pass; their
     # tokens still count in the denominators above, as the loss definition says.
@@ -187,10 +190,10 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     if not live and sync_gradients is None:
         return nothing
 
-    plan = getattr(policy, "plan", None)  # the memory plan sizes micro-batches by padded tokens
+    plan = policy.plan  # the memory plan sizes micro-batches by padded tokens
     # The step changes the weights, so keys and values kept for continuing chats go stale: free
     # them now rather than hold them (gigabytes on a GPU) through the update.
-    getattr(policy, "forget_chats", lambda: None)()
+    policy.forget_chats()
     model.train()
     try:
         while True:
@@ -250,7 +253,7 @@ def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, count
     role, so a role's gradient is measured as the difference its micro-batches made; that needs a
     copy of the gradient, so past ROLE_NORM_LIMIT trainable weights (full fine-tuning) no role's
     norm is measured. Under torchrun the norms are this rank's, before the gradients are summed."""
-    compute = getattr(policy, "compute", contextlib.nullcontext)  # autocast over fp32 masters
+    compute = policy.compute  # autocast over fp32 masters
     params = list(model.parameters())  # frozen ones keep .grad None
     measure = sum(p.numel() for p in params if p.requires_grad) <= ROLE_NORM_LIMIT
     losses, norms = {role: 0.0 for role in ROLES}, {}

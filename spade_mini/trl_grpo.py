@@ -5,8 +5,8 @@
     python -m spade_mini.trl_grpo suite/ --model qwen-coder-1.5b --steps 20
 
 `--model tiny` (the default) is a random two-layer model over SmolLM2's tokenizer: it runs on a
-CPU in a minute or two and shows the plumbing (it rarely calls the tool, so its returns are
-mostly 0). A built-in model name (`python -m spade_mini.install list`), a hub id or a local
+CPU in a minute or two and shows the plumbing (it never calls the tool, so every episode is
+left unfinished and returns -1). A built-in model name (`python -m spade_mini.install list`), a hub id or a local
 folder trains for real. Prints each step's mean return and a summary of the episodes played;
 needs `pip install -r requirements-bench.txt` (trl).
 Omitted: LoRA, quantization and vLLM (pass them to GRPOConfig/GRPOTrainer yourself).

@@ -293,3 +293,12 @@ def test_separate_adapters_train_each_role_on_its_own_tokens(tmp_path):
     with again.acting_as("designer"), torch.no_grad():
         lp = token_logprobs(again.model, [prompt], [reply], again.pad_id)[0].sum().item()
     assert lp == pytest.approx(designer, abs=1e-4)
+
+
+def test_the_policy_is_what_the_roles_protocol_asks_and_a_bare_module_is_wrapped(tiny_policy):
+    from spade_mini.policy import BareModel, Roles
+    from spade_mini.reinforce import trainee
+    assert isinstance(tiny_policy, Roles) and not isinstance(tiny_policy.model, Roles)
+    bare = trainee(tiny_policy.model)
+    assert isinstance(bare, BareModel) and bare.model is tiny_policy.model and bare.plan is None
+    assert trainee(tiny_policy) is tiny_policy

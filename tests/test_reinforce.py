@@ -18,7 +18,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from spade_mini.policy import PLAIN
+from spade_mini.policy import PLAIN, BareModel
 from spade_mini.reinforce import Sample, UpdateStats, make_optimizer, reinforce_loss, role_token_counts, update
 from spade_mini.reward import group_advantages
 
@@ -236,7 +236,7 @@ def test_update_accepts_a_policy_and_reads_its_pad_id():
         seen.append((m, pad_id))
         return reference_logprobs(m, prompts, completions, pad_id)
 
-    policy = SimpleNamespace(model=model, tokenizer=SimpleNamespace(pad_token_id=13))
+    policy = BareModel(model, tokenizer=SimpleNamespace(pad_token_id=13))
     update(policy, [Sample([1, 2], [3], 1.0, "agent")], CaptureOptimizer(model.parameters()),
            logprob_fn=spy)
     assert seen == [(model, 13)]

@@ -91,10 +91,12 @@ def test_a_win_and_a_loss_score_the_episodes_return_and_a_call_after_the_end_is_
     env.reset(env_id="Digit", seed=5, level=0)
     assert "did not win" in env.act(f"\\boxed{{{(n + 1) % 10}}}")
     assert env.get_reward() == 0.0
-    assert [(r["env_id"], r["seed"], r["return"], r["turns"]) for r in record] == [
-        ("Digit", 5, 1.0, 1), ("Digit", 5, 0.0, 1)]
+    env.reset(env_id="Digit", seed=5, level=0)
+    assert env.get_reward() == -1.0  # left unfinished: never more than a loss
+    assert [(r["env_id"], r["seed"], r["return"], r["turns"], r["end"][:8]) for r in record] == [
+        ("Digit", 5, 1.0, 1, "it ended"), ("Digit", 5, 0.0, 1, "it ended"), ("Digit", 5, -1.0, 0, "unfinish")]
     assert record[0]["observation"] == record[1]["observation"]  # a seed is one start state
-    assert all(strays(t) == [] for t in tags) and len(tags) == 2  # each child ends when scored
+    assert all(strays(t) == [] for t in tags) and len(tags) == 3  # each child ends when scored
 
 
 def test_a_level_is_passed_through_and_the_pools_level_is_the_default(suite):
@@ -105,6 +107,8 @@ def test_a_level_is_passed_through_and_the_pools_level_is_the_default(suite):
     assert number(env.reset(env_id="Digit", seed=1)) >= 1000 + 3 * 10**7  # the pool left it at 3
     with pytest.raises(ValueError, match="levels 0 to 3"):
         env.reset(env_id="Digit", seed=1, level=4)
+    with pytest.raises(RuntimeError, match="no episode was started"):
+        env.act("1")  # the refused reset left no half-made episode behind
     with pytest.raises(ValueError, match="not in this suite.*manifest"):
         env.reset(env_id="Nope", seed=1)
     env.get_reward()
@@ -155,14 +159,15 @@ def test_the_dataset_weights_environments_by_learnability_and_gives_each_row_a_s
     pool = {"Half": {"level": 2, "rate": 0.5}, "Easy": {"level": 0, "rate": 0.9},
             "Done": {"level": 1, "rate": 1.0}}
     folder = write_suite(tmp_path, {"Half": DIGIT, "Easy": DIGIT, "Done": DIGIT}, pool)
-    rows = suite_rows(folder, rows=360, seed=3)
+    rows = suite_rows(folder, rows=363, seed=3)
     counts = {k: sum(r["env_id"] == k for r in rows) for k in pool}
-    assert counts == {"Half": 250, "Easy": 90, "Done": 20}  # 0.25 : 0.09 : the pool's floor 0.02
+    assert counts == {"Half": 251, "Easy": 91, "Done": 21}  # 1 each + 360 as 0.25 : 0.09 : the floor 0.02
     assert MIN_WEIGHT == 0.02
     assert {r["env_id"]: r["level"] for r in rows} == {"Half": 2, "Easy": 0, "Done": 1}
     assert len({r["seed"] for r in rows}) == len(rows) and rows[0]["prompt"][0]["role"] == "user"
     assert [r["env_id"] for r in rows[:20]] != sorted(r["env_id"] for r in rows[:20])  # shuffled
-    assert suite_rows(folder, rows=360, seed=3) == rows
+    assert suite_rows(folder, rows=363, seed=3) == rows
+    assert sorted(r["env_id"] for r in suite_rows(folder, rows=3)) == ["Done", "Easy", "Half"]
     with pytest.raises(ValueError, match="fewer than"):
         suite_rows(folder, rows=2)
 
@@ -262,7 +267,7 @@ def test_trls_grpo_trainer_trains_on_a_suite_through_the_sandbox(suite, tags, tm
         group = record[g:g + 4]
         assert len({(r["env_id"], r["seed"], r["observation"]) for r in group}) == 1
         assert len(set(script.prompts[g:g + 4])) == 1 and group[0]["observation"] in script.prompts[g]
-        assert [(r["return"], r["turns"]) for r in group] == [(1.0, 1), (1.0, 1), (0.0, 0), (0.0, 1)]
+        assert [(r["return"], r["turns"]) for r in group] == [(1.0, 1), (1.0, 1), (-1.0, 0), (0.0, 1)]
     assert logged == pytest.approx([sum(r["return"] for r in record[s:s + 8]) / 8 for s in (0, 8)])
     assert any(not p.equal(q) for p, q in zip(model.parameters(), before))  # it trained
     assert len(tags) == 16 and [t for t in tags if strays(t)] == []  # the unfinished ones too
@@ -280,7 +285,7 @@ def test_the_example_trains_the_tiny_model_on_a_run_folder(suite, tags, tmp_path
     assert trl_grpo.main([str(run), "--steps", "1", "--generations", "2", "--rows-per-step", "1",
                           "--max-completion-length", "8", "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "exported 1 environments" in out and "step 1: mean return +0.000" in out
-    assert "2 episodes over 1 environments: 0 won; ends: {'not over': 2}" in out
+    assert "exported 1 environments" in out and "step 1: mean return -1.000" in out  # it never plays
+    assert "2 episodes over 1 environments: 0 won; ends: {'unfinished': 2}" in out
     assert (run / "trl-suite" / export.MANIFEST).is_file() and len(tags) == 2
     assert [t for t in tags if strays(t)] == []

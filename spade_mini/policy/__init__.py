@@ -1,6 +1,7 @@
 """The policy: the ONE language model both roles share (it imports nothing else of spade_mini).
 
     policy.py    Policy (generate, continue_chats, generate_until, acting_as), Completion
+    protocol.py  Roles: what the roles and the update need of it; BareModel: a module alone
     chat.py      chat_ids: a chat's prompt tokens (no text of a message becomes a special token)
     load.py      load_policy, policy_from_model, embedded_checkpoint, tiny_model,
                  save_trainable / load_trainable (what a checkpoint holds of the model)
@@ -25,8 +26,9 @@ from spade_mini.policy.memplan import (KNOWN_SHAPES, MemoryPlan, ModelShape, Nee
 from spade_mini.policy.models import MODELS, BuiltinModel
 from spade_mini.policy.chat import chat_ids
 from spade_mini.policy.policy import CHAT_CACHE_BYTES, Completion, Policy, acting_as, continue_chats
+from spade_mini.policy.protocol import BareModel, Roles
 
-__all__ = ["MODELS", "BuiltinModel", "Policy", "Completion", "chat_ids", "acting_as", "continue_chats", "CHAT_CACHE_BYTES", "ModelError",
+__all__ = ["MODELS", "BuiltinModel", "Policy", "Roles", "BareModel", "Completion", "chat_ids", "acting_as", "continue_chats", "CHAT_CACHE_BYTES", "ModelError",
            "load_policy", "policy_from_model", "embedded_checkpoint", "tiny_model", "pick_device",
            "pick_dtype", "save_trainable", "load_trainable", "TRAINABLE_FILE", "Sampling", "PLAIN",
            "token_logprobs", "sampled_logprobs", "sampling_support", "left_pad", "MemoryPlan", "ModelShape",

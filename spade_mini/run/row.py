@@ -34,7 +34,7 @@ def iteration_row(state, cfg, it: int, *, designs, fresh, playables, episodes, t
         "losses": [(stats.agent_loss, stats.designer_loss)],  # each rank's part of the whole loss
         "tokens": [policy.tokens_generated - tokens_before],
         "times": [{**times, "total": time.time() - t_start}], "peak_memory_mb": [peak_memory_mb()],
-        "oom_retries": [getattr(getattr(policy, "plan", None), "oom_retries", 0)],  # so far, by halving
+        "oom_retries": [policy.plan.oom_retries if policy.plan is not None else 0],  # so far, by halving
     })
     slowest = {k: max(t[k] for t in b["times"]) for k in b["times"][0]}  # the batch waits for it
     tokens = sum(b["tokens"])
