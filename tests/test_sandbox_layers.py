@@ -6,6 +6,7 @@ with exactly one of them on, which must stop it. A child that cannot apply a lay
 for refuses to start."""
 import dataclasses
 import os
+import signal
 import socket
 import time
 
@@ -76,6 +77,78 @@ def test_reading_a_host_file_is_stopped_by_each_file_layer_alone(sandbox, on, tm
     step = f'return attempt(lambda: open("{secret}").read()), 0.0, False, False, {{}}'
     _, obs = play(sandbox, step, {"landlock", "mntns", "uid"}, on)
     assert (obs == "'hunter2'") == (on is None), obs
+
+
+@alone("landlock", "mntns", "uid")
+def test_writing_a_host_file_is_stopped_by_each_file_layer_alone(sandbox, on, tmp_path):
+    target = tmp_path / "log.txt"  # writable by anyone, in pytest's folders (0700, the trainer's)
+    target.write_text("")
+    target.chmod(0o666)
+    step = f'return attempt(lambda: open("{target}", "a").write("pwned")), 0.0, False, False, {{}}'
+    _, obs = play(sandbox, step, {"landlock", "mntns", "uid"}, on)
+    assert (target.read_text() == "pwned") == (on is None) == (obs == "5"), obs
+
+
+@alone("pidns", "uid", "landlock", "seccomp")
+def test_a_signal_to_the_trainer_is_stopped_by_each_process_layer_alone(sandbox, on):
+    if on == "landlock" and landlock_abi() < 6:
+        pytest.skip(f"landlock scopes signals from its ABI 6 (Linux 6.12); this kernel has ABI {landlock_abi()}")
+    got = []
+    old = signal.signal(signal.SIGUSR2, lambda *_: got.append(1))
+    try:
+        step = ('return attempt(lambda: worker()["os"].kill(%d, %d)), 0.0, False, False, {}'
+                % (os.getpid(), signal.SIGUSR2))
+        _, obs = play(sandbox, step, {"pidns", "uid", "landlock", "seccomp"}, on)
+        within(1.0, lambda: bool(got)) if on is None else time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGUSR2, old)
+    assert bool(got) == (on is None) == (obs == "None"), obs
+
+
+SHM = """
+def shm(key):
+    lib = libc()
+    found = lib.shmget(key, 0, 0)
+    return found if found >= 0 else -errno()
+"""
+
+
+@alone("ipcns", "seccomp")
+def test_a_sysv_segment_of_the_trainer_is_stopped_by_each_ipc_layer_alone(sandbox, on):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x5BADE000 + os.getpid() % 4096
+    made = libc.shmget(key, 4096, 0o1000 | 0o666)  # IPC_CREAT, readable and writable by anyone
+    assert made >= 0, ctypes.get_errno()
+    try:
+        _, obs = play(sandbox, "return attempt(shm, %d), 0.0, False, False, {}" % key, {"ipcns", "seccomp"},
+                      on, top=SHM)
+    finally:
+        libc.shmctl(made, 0, None)  # IPC_RMID
+    assert (obs == repr(made)) == (on is None), obs
+
+
+ABSTRACT = """
+def reach(name):
+    socket = worker()["__builtins__"].__import__("socket")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(1.0)
+        s.connect("\\0" + name)
+    return "connected"
+"""
+
+
+@alone("netns", "landlock", "seccomp")
+def test_an_abstract_unix_socket_of_the_trainer_is_stopped_by_each_layer_alone(sandbox, on):
+    if on == "landlock" and landlock_abi() < 6:
+        pytest.skip(f"landlock scopes abstract sockets from its ABI 6 (Linux 6.12); this kernel has ABI {landlock_abi()}")
+    name = f"spade-test-{os.getpid()}-{on}"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind("\0" + name)
+        server.listen()
+        _, obs = play(sandbox, "return attempt(reach, %r), 0.0, False, False, {}" % name,
+                      {"netns", "landlock", "seccomp"}, on, top=ABSTRACT)
+    assert (obs == "'connected'") == (on is None), obs
 
 
 ORPHAN = '''
