@@ -267,30 +267,22 @@ def _embedded_iteration(tmp_path, name, *extra) -> dict:
     return next(r for r in rows if r.get("iteration") == 0 and "valid_fraction" in r)
 
 
-def test_make_train_designs_validates_and_updates_on_the_embedded_model(tmp_path):
+def test_make_train_designs_plays_and_updates_on_the_embedded_model(tmp_path):
     """cpu-smoke on SmolLM2-135M, exactly as `make train` runs it (its warm start comes from the
-    shared cache, built here on a fresh machine: about 4 minutes), for one iteration: every slot
-    holds a design that went through validation with its stage and reasons, and the designer's
-    update is taken (graded rewards rank its attempts; --designer-only-steps, since at this scale
-    the agent's groups are rarely informative, and a designer-only step is skipped by default).
-    Whether a design is valid is not asserted: at this scale most are not (docs/learning-curves.md)."""
+    shared cache, built here on a fresh machine: about 4 minutes), for one iteration. The
+    designer: every slot holds a design that went through validation with its stage and reasons.
+    The agent (the preset plays the examples while the pool is empty): every episode is played,
+    turns end with EOS, and the update is taken with a non-zero agent loss (--designer-only-steps
+    keeps the designer's step when no agent group is informative). Whether a design is valid, or
+    the agent learns, is not asserted: the learning curve's questions (README)."""
     row = _embedded_iteration(tmp_path, "one", "--designer-only-steps")
     assert row["designs"] == 4 and row["update_skipped"] is None and row["trained_tokens"] > 0, row
     for line in (tmp_path / "one" / "samples.jsonl").read_text().splitlines():
         sample = json.loads(line)
         if sample["kind"] == "design":
             assert sample["valid"] or sample["reasons"], sample
-
-
-def test_the_agent_plays_and_takes_an_update_on_the_embedded_model(tmp_path):
-    """The agent's half of the real model path, on the starter examples (--fixed-pool): every
-    episode is played, turns end with EOS, returns differ within an environment and the agent's
-    update is taken with a non-zero loss. One update: whether the agent learns is the learning
-    curve's question (README)."""
-    row = _embedded_iteration(tmp_path, "pool", "--fixed-pool")
-    assert row["episodes"] == 32 and row["crashed_episodes"] == 0, row  # 4 examples x 8 seeds, no hint arm
-    assert row["eos_fraction"] >= 0.8 and row["update_skipped"] is None, row
-    assert row["agent_loss"] != 0.0 and row["trained_tokens"] > 0, row
+    assert row["no_hint_episodes"] >= 32 and row["crashed_episodes"] == 0, row  # 4 examples x 8 seeds
+    assert row["eos_fraction"] >= 0.8 and row["agent_loss"] != 0.0, row
 
 
 def test_a_run_saved_before_the_package_had_folders_resumes(tmp_path):
