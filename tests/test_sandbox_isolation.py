@@ -140,13 +140,20 @@ def test_the_death_signal_cannot_be_cleared(sandbox):
 CLEAR_AT_LOAD = "C = libc()\nC.prctl(1, 0, 0, 0, 0)\nclass AEnv:\n    pass\n"
 
 
-@pytest.mark.parametrize("top", ["", CLEAR_AT_LOAD], ids=["plain", "clears_pdeathsig"])
+# Asleep inside step(), the child reads no request: it cannot notice that its pipe closed, so
+# only the parent-death signal ends it when the trainer is killed.
+BUSY_IN_STEP = ("class AEnv:\n    def reset(self, seed=None):\n        return 'start', {}\n"
+                "    def step(self, action):\n        wait(30)\n        return 'late', 0.0, True, False, {}\n")
+ASK_A_STEP = "env.reset(seed=0); env._request('step', time.monotonic() + 60, action='go')\n"
+
+
+@pytest.mark.parametrize("top", ["", CLEAR_AT_LOAD, BUSY_IN_STEP], ids=["plain", "clears_pdeathsig", "busy_in_step"])
 def test_no_child_outlives_a_killed_trainer(top):
     from hostile import KIT
     source = KIT + "\n" + (top or "class AEnv:\n    pass\n")
     script = ("import sys, time; sys.path.insert(0, %r)\n"
               "from spade_mini.sandbox import SandboxedEnv\n"
-              "env = SandboxedEnv(%r)\n"
+              "env = SandboxedEnv(%r)\n" + (ASK_A_STEP if top == BUSY_IN_STEP else "") +
               "print(env.tag, flush=True); time.sleep(60)\n") % (ROOT, source)
     trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     tag = trainer.stdout.readline().strip()
