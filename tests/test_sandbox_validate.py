@@ -178,3 +178,48 @@ def test_start_envs_keeps_order_and_puts_errors_in_their_slots():
         for s in started:
             if isinstance(s, SandboxedEnv):
                 s.close()
+
+
+def _parse_in_threads(parse, rounds: int = 10) -> list[str]:
+    """Parse in 8 threads while the collector frees cycles whose finalizers run Python code (as
+    SandboxedEnv's do in validation's thread pool): a thread switch inside a parse."""
+    import gc
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    class Finalized:
+        def __init__(self):
+            self.me = self  # a cycle: only the collector frees it
+
+        def __del__(self):
+            time.sleep(0)  # Python code in a finalizer lets another thread run
+
+    from spade_mini.envs import EXAMPLES
+    source, errors = "\n".join(e.source for e in EXAMPLES), []
+
+    def work(_):
+        for _ in range(rounds):
+            for _ in range(20):
+                Finalized()
+            try:
+                parse(source)
+            except SystemError as e:
+                errors.append(str(e))
+    threshold = gc.get_threshold()
+    gc.set_threshold(50)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(work, range(8)))
+    finally:
+        gc.set_threshold(*threshold)
+    return errors
+
+
+def test_parsing_in_threads_never_fails_spuriously():
+    """CPython 3.11 shares the AST constructor's recursion count between threads: plain ast.parse
+    here fails with "recursion depth mismatch" (python/cpython#106905), which once ended a
+    training run from validation's thread pool; parse_source parses one at a time."""
+    import sys
+    if sys.version_info[:2] == (3, 11):
+        assert any(_parse_in_threads(ast.parse) for _ in range(5)), "the race did not show here"
+    assert _parse_in_threads(parse_source, rounds=40) == []

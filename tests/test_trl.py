@@ -13,6 +13,7 @@ from scripted import parity_source
 from spade_mini import trl_env
 from spade_mini.envs import EXAMPLES
 from spade_mini.pool import MIN_WEIGHT
+from spade_mini.registration import read_suite
 from spade_mini.trl_env import SuiteEnv, suite_rows, turn_limit
 
 SUM = '''import random
@@ -202,7 +203,7 @@ class ScriptedGenerate:
     ends with a plain message."""
 
     def __init__(self, tokenizer):
-        self.tok, self.prompts = tokenizer, []
+        self.tok, self.prompts, self.followups = tokenizer, [], []
 
     def __call__(self, input_ids, attention_mask=None, **_):
         import torch
@@ -210,12 +211,14 @@ class ScriptedGenerate:
         for i, (ids, mask) in enumerate(zip(input_ids, attention_mask)):
             text = self.tok.decode(ids[mask.bool()])
             if "<tool_response>" in text.rsplit("<|im_start|>user", 1)[-1]:
+                self.followups.append(text)
                 reply = "Done.<|im_end|>"
             else:
                 self.prompts.append(text)
                 obs = text.rsplit("Observation:", 1)[-1]
                 digit, add = re.search(r"last digit of (\d+)", obs), re.search(r"(\d+) \+ (\d+)", obs)
-                answer = int(digit.group(1)) % 10 if digit else int(add.group(1)) + int(add.group(2))
+                answer = (int(digit.group(1)) % 10 if digit else
+                          int(add.group(1)) + int(add.group(2)) if add else 0)
                 answer += i % 4 == 3  # one rollout in four is wrong
                 reply = ('<tool_call>\n{"name": "act", "arguments": {"answer": "%s"}}\n</tool_call>'
                          "<|im_end|>" % answer) if i % 4 != 2 else "I pass.<|im_end|>"
@@ -226,7 +229,22 @@ class ScriptedGenerate:
         return torch.cat([input_ids, tail], dim=1)
 
 
-def test_trls_grpo_trainer_trains_on_a_suite_through_the_sandbox(suite, tags, tmp_path, monkeypatch):
+def exported(tmp_path, sources: dict):
+    """A run folder holding `sources` as valid designs, exported as a suite."""
+    from spade_mini import export
+    run = tmp_path / "runs" / "hand"
+    (run / "envs").mkdir(parents=True)
+    rows = []
+    for i, source in enumerate(sources.values()):
+        (run / "envs" / f"it0000-0{i}.py").write_text(source)
+        rows.append(json.dumps({"kind": "design", "id": f"it0000-0{i}", "valid": True, "iteration": 0,
+                                "no_hint_solve_rate": 0.5}))
+    (run / "samples.jsonl").write_text("\n".join(rows) + "\n")
+    export.export_run(run, tmp_path / "suite")
+    return tmp_path / "suite"
+
+
+def test_trls_grpo_trainer_trains_on_a_suite_through_the_sandbox(tags, tmp_path, monkeypatch):
     pytest.importorskip("trl")
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     from datasets import Dataset
@@ -238,11 +256,15 @@ def test_trls_grpo_trainer_trains_on_a_suite_through_the_sandbox(suite, tags, tm
     from spade_mini.policy.load import tiny_model
     from spade_mini.trl_env import prepare_tokenizer
 
+    suite = exported(tmp_path, {"Digit": DIGIT, "Sum": SUM, "Crash": CRASH})
+    digit, add, crash = ("LastDigit-it0000-00", "Sum-it0000-01", "Stall-it0000-02")
+    assert [e["name"] for e in read_suite(suite)[1]] == [digit, add, crash]
     tok = prepare_tokenizer(AutoTokenizer.from_pretrained(embedded_checkpoint(Config().cache_dir)))
     model = tiny_model(tok)
     model.generate = script = ScriptedGenerate(tok)
-    rows = [{"env_id": "Digit", "seed": 11, "level": 1, "prompt": trl_env.EMPTY_PROMPT},
-            {"env_id": "Sum", "seed": 12, "level": 0, "prompt": trl_env.EMPTY_PROMPT}] * 2
+    rows = [{"env_id": digit, "seed": 11, "level": 1, "prompt": trl_env.EMPTY_PROMPT},
+            {"env_id": add, "seed": 12, "level": 0, "prompt": trl_env.EMPTY_PROMPT},
+            {"env_id": crash, "seed": 13, "level": 0, "prompt": trl_env.EMPTY_PROMPT}] * 2
     record, logged = [], []
 
     class Logs(TrainerCallback):
@@ -250,7 +272,7 @@ def test_trls_grpo_trainer_trains_on_a_suite_through_the_sandbox(suite, tags, tm
             if logs and "rewards/SuiteEnv/mean" in logs:
                 logged.append(logs["rewards/SuiteEnv/mean"])
 
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=8,
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=12,
                       num_generations=4, max_completion_length=200, max_tool_calling_iterations=2,
                       learning_rate=1e-4, beta=0.0, use_cpu=True, bf16=False, report_to="none",
                       save_strategy="no", logging_steps=1, shuffle_dataset=False, seed=0)
@@ -260,17 +282,24 @@ def test_trls_grpo_trainer_trains_on_a_suite_through_the_sandbox(suite, tags, tm
     before = [p.detach().clone() for p in model.parameters()]
     trainer.train()
 
-    assert trainer.state.global_step == 2 and len(record) == 16  # 2 steps x 2 rows x 4 rollouts
+    assert trainer.state.global_step == 2 and len(record) == 24  # 2 steps x 3 rows x 4 rollouts
     seen = {(r["env_id"], r["seed"], r["level"]) for r in record}
-    assert seen == {("Digit", 11, 1), ("Sum", 12, 0)}  # reset got each row's columns
-    for g in range(0, 16, 4):  # a group: one row, one start state, the same first prompt
+    assert seen == {(digit, 11, 1), (add, 12, 0), (crash, 13, 0)}  # reset got each row's columns
+    for g in range(0, 24, 4):  # a group: one row, one start state, the same first prompt
         group = record[g:g + 4]
         assert len({(r["env_id"], r["seed"], r["observation"]) for r in group}) == 1
         assert len(set(script.prompts[g:g + 4])) == 1 and group[0]["observation"] in script.prompts[g]
-        assert [(r["return"], r["turns"]) for r in group] == [(1.0, 1), (1.0, 1), (-1.0, 0), (0.0, 1)]
-    assert logged == pytest.approx([sum(r["return"] for r in record[s:s + 8]) / 8 for s in (0, 8)])
+        returns = [(r["return"], r["turns"]) for r in group]
+        if group[0]["env_id"] == crash:  # crashed (-1, the crash reward) or left unfinished (-1)
+            assert returns == [(-1.0, 1), (-1.0, 1), (-1.0, 0), (-1.0, 1)], returns
+            assert group[0]["end"].startswith("the environment crashed")
+        else:
+            assert returns == [(1.0, 1), (1.0, 1), (-1.0, 0), (0.0, 1)], returns
+    crashed = [t for t in script.followups if "environment crashed" in t.rsplit("<tool_response>", 1)[-1]]
+    assert len(crashed) == 6 and "boom" in crashed[0]  # the model was told, and the trainer went on
+    assert logged == pytest.approx([sum(r["return"] for r in record[s:s + 12]) / 12 for s in (0, 12)])
     assert any(not p.equal(q) for p, q in zip(model.parameters(), before))  # it trained
-    assert len(tags) == 16 and [t for t in tags if strays(t)] == []  # the unfinished ones too
+    assert len(tags) == 24 and [t for t in tags if strays(t)] == []  # the unfinished ones too
 
 
 def test_the_example_trains_the_tiny_model_on_a_run_folder(suite, tags, tmp_path, capsys):

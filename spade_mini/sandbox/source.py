@@ -6,14 +6,20 @@ over a deep tree (`ast.dump`, a recursive visitor) can raise again. `parse_sourc
 place the trainer parses generated code (validation, the memory's titles, comparisons of
 designs): it refuses sources longer than MAX_SOURCE_CHARS, turns every parser failure into a
 `SourceError`, and refuses trees deeper than MAX_AST_DEPTH, so whatever it returns can be walked
-recursively. Omitted: anything beyond parsing (the source runs only in the sandbox child).
+recursively. Parses run one at a time: CPython 3.11 counts the AST constructor's recursion in
+state shared by every thread, so two threads parsing at once (validation runs in a thread pool,
+and a finalizer that runs Python code lets another thread in mid-parse) can fail with a spurious
+"SystemError: AST constructor recursion depth mismatch" (python/cpython#106905), which ended a
+training run. Omitted: anything beyond parsing (the source runs only in the sandbox child).
 """
 import ast
+import threading
 
 from spade_mini.sandbox.limits import SandboxError
 
 MAX_SOURCE_CHARS = 100_000  # a 4096-token design is about 16k characters
 MAX_AST_DEPTH = 100  # real environments nest about 15 deep; Python's own limits start near 200
+_ONE_PARSE_AT_A_TIME = threading.Lock()
 
 
 class SourceError(SandboxError):
@@ -32,7 +38,8 @@ def parse_source(source: str) -> ast.Module:
         raise SourceError(f"the source has {len(source)} characters, more than the "
                           f"{MAX_SOURCE_CHARS} allowed; write a shorter environment")
     try:
-        tree = ast.parse(source)
+        with _ONE_PARSE_AT_A_TIME:
+            tree = ast.parse(source)
     except SyntaxError as exc:
         raise SourceError(f"syntax error on line {exc.lineno}: {exc.msg}", exc.lineno) from None
     except ValueError as exc:  # e.g. a null byte
