@@ -14,9 +14,9 @@
 What TRL does with it (trl 1.16): one `SuiteEnv` per rollout, pooled and reused; before each
 rollout `reset(**row)` gets the row's columns (env_id, seed, level, prompt) and its text is
 appended to the prompt; every other public method is a tool the model calls (here only `act`,
-with the type hints and docstring TRL builds its schema from); `get_reward()` is added to the reward functions, logged under
-`rewards/SuiteEnv/...`. Each row is repeated for a whole group, so a group shares one seed and
-so one start state.
+with the type hints and docstring TRL builds its schema from); `get_reward()` joins the reward
+functions, logged as `rewards/SuiteEnv/...`. Each row is repeated for a whole group, so a group
+shares one seed and so one start state.
 
 What runs where: each episode's environment runs in spade_mini's sandboxed child process (a new
 one per episode, about 60 ms to start), never in the trainer's. The child ends when the episode
