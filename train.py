@@ -47,7 +47,8 @@ from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
 from spade_mini.pool import Pool  # noqa: E402
-from spade_mini.run import iteration_records, load_pool, random_streams, restore_streams  # noqa: E402
+from spade_mini.run import iteration_records, random_streams  # noqa: E402
+from spade_mini.run.resume import StopSignals, restore  # noqa: E402
 from spade_mini.run.planning import fit_plan  # noqa: E402
 from spade_mini.sandbox import available_layers  # noqa: E402
 from spade_mini.warmstart import warm_start  # noqa: E402
@@ -120,28 +121,11 @@ def evaluate_curve(iteration: int) -> dict:
 
 
 try:  # tidy the run directory, or write its first files
-    if checkpoint is not None:  # every rank reads the checkpoint; rank 0 tidies the run directory
+    if checkpoint is not None:  # weights, optimizer, streams, pool, memory (spade_mini/run/resume.py)
         try:
-            done, state.potential, streams = run.load_checkpoint(checkpoint, policy, optimizer)
+            done = restore(state, run, checkpoint, cfg, say)
         except ModelError as e:
             fail(str(e))
-        state.iteration = done + 1
-        if len(streams) == world:
-            restore_streams(state.rng, streams[distributed.rank()])
-        else:
-            state.rng.seed(distributed.rank_seed(cfg.seed + state.iteration))
-            torch.manual_seed(distributed.rank_seed(cfg.seed + state.iteration))
-            say(f"resuming a run saved by {len(streams)} processes with {world}: weights, optimizer, "
-                "memory and learning potential carry over, and each process's random streams restart "
-                "from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
-        if state.active_pool is not None:
-            state.active_pool = load_pool(checkpoint) or state.active_pool
-        if memory is not None:
-            state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
-            if main:  # the run's copy may be ahead of the checkpoint
-                run.write_text("memory.jsonl", (checkpoint / "memory.jsonl").read_text(encoding="utf-8"))
-        if main:
-            run.truncate_after(done)
         say(f"resumed {run.path} after iteration {done}", flush=True)
     elif main:
         if cfg.resume:  # a run stopped before its first checkpoint: drop what it wrote
@@ -175,26 +159,8 @@ def check_identical(when: str):  # --check-weights-every: a debug check of data 
         fail(str(e))
 
 
-# Ctrl-C, SIGTERM (what SLURM, Kubernetes and `docker stop` send before a kill) and SIGUSR1
-# (SLURM's --signal) let the current iteration finish, save it and exit with 128 + the signal's
-# number, so a checkpoint is always the state between two iterations; a second signal aborts at
-# once, without saving. Under torchrun, Ctrl-C reaches torchrun too, which ends every process at
-# once, so only SIGTERM and SIGUSR1 are caught there (torchrun passes them on; docs/preemption.md).
-stop: list[int] = []  # the signals this process received
-stop_signals = (signal.SIGTERM, signal.SIGUSR1) + ((signal.SIGINT,) if world == 1 else ())
-
-
-def on_stop_signal(signum: int, _frame):
-    stop.append(signum)
-    if len(stop) > 1:
-        raise KeyboardInterrupt
-    if main:
-        tqdm.write(f"{signal.Signals(signum).name}: stopping after this iteration; "
-                   "a second signal aborts without saving")
-
-
-for sig in stop_signals:
-    signal.signal(sig, on_stop_signal)
+# Ctrl-C, SIGTERM or SIGUSR1: finish the iteration, save it, exit 128 + n; a second aborts
+stops = StopSignals(world, tqdm.write if main else (lambda *a: None))
 
 # --- the loop ------------------------------------------------------------------------------
 bar = tqdm(range(state.iteration, cfg.iterations), desc="iterations", initial=state.iteration,
@@ -229,7 +195,7 @@ try:
                         ret=fmt(row["no_hint_return"]), informative=row["informative_episodes"],
                         **({"pool": row["pool_size"]} if "pool_size" in row else {}))
         # every rank stops after the same iteration: the first signal that any of them received
-        signals = [s for got in distributed.all_gather(stop[:1]) for s in got]
+        signals = [s for got in distributed.all_gather(stops.received[:1]) for s in got]
         if (it + 1) % save_every == 0 or it + 1 == cfg.iterations or signals:
             save(it)
         if signals:
@@ -238,14 +204,13 @@ try:
             raise SystemExit(128 + signals[0])
 except KeyboardInterrupt:
     tqdm.write("aborted without saving this iteration")
-    raise SystemExit(128 + (stop[-1] if stop else signal.SIGINT))
+    raise SystemExit(128 + (stops.received[-1] if stops.received else signal.SIGINT))
 except WriteError as e:
     disk_refused(e)
 except PlanError as e:  # a single row that runs out of memory on its own
     fail(str(e))
 finally:
-    for sig in stop_signals:  # past the loop, a signal ends the process at once
-        signal.signal(sig, signal.SIG_DFL)
+    stops.release()  # past the loop, a signal ends the process at once
     phases.close()
     bar.close()
     reporter.close()

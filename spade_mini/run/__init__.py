@@ -6,6 +6,7 @@ parallelism.
     durable.py      writes a kill or a full disk cannot half-do; checkpoint manifests; WriteError
     reports.py      sample_rows for samples.jsonl; Reporter (TensorBoard or wandb, optional)
     row.py          iteration_row: the metrics row of one iteration, gathered over ranks
+    resume.py       restore: a checkpoint back into the loop's State; StopSignals: stop between iterations
     distributed.py  the same loop on every torchrun process: shares, gathers, broadcasts
 
 Other folders use the names below; the files above import each other directly.
