@@ -8,8 +8,10 @@
 CPU in a minute or two and shows the plumbing (it never calls the tool, so every episode is
 left unfinished and returns -1). A built-in model name (`python -m spade_mini.install list`), a hub id or a local
 folder trains for real. Prints each step's mean return and a summary of the episodes played;
-needs `pip install -r requirements-bench.txt` (trl).
-Omitted: LoRA, quantization and vLLM (pass them to GRPOConfig/GRPOTrainer yourself).
+needs `pip install -r requirements-bench.txt` (trl). A real model trains a LoRA adapter (r 16 on
+q/k/v/o, as bench/bench_vs_trl.py; `--lora-r 0` trains every weight): every weight of the 1.5B in
+float32 with AdamW's state does not fit 24 GB (the process was killed).
+Omitted: quantization and vLLM (pass them to GRPOConfig/GRPOTrainer yourself).
 """
 from __future__ import annotations
 
@@ -67,6 +69,7 @@ def main(argv=None) -> int:
     p.add_argument("--rows-per-step", type=int, default=2, help="dataset rows per step")
     p.add_argument("--max-completion-length", type=int, default=256, help="tokens, tool replies included")
     p.add_argument("--out", type=Path, default=None, help="TRL's output folder (default: <suite>/trl-out)")
+    p.add_argument("--lora-r", type=int, default=16, help="LoRA rank for a real model (0: every weight)")
     args = p.parse_args(argv)
     try:
         import trl  # noqa: F401
@@ -98,7 +101,12 @@ def main(argv=None) -> int:
                        max_tool_calling_iterations=turn_limit(suite), learning_rate=1e-5, beta=0.0,
                        use_cpu=not torch.cuda.is_available(), bf16=False,
                        report_to="none", save_strategy="no", logging_steps=1, seed=0)
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=targs,
+    lora = None
+    if args.model != "tiny" and args.lora_r > 0:
+        from peft import LoraConfig
+        lora = LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.0, task_type="CAUSAL_LM",
+                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=targs, peft_config=lora,
                           train_dataset=Dataset.from_list(rows), callbacks=[Report()],
                           environment_factory=lambda: SuiteEnv(suite, record=episodes))
     try:
