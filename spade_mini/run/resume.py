@@ -15,6 +15,7 @@ import signal
 
 import torch
 
+from spade_mini.designer import Memory
 from spade_mini.run import distributed
 from spade_mini.run.rundir import load_pool, restore_streams
 
@@ -22,7 +23,6 @@ from spade_mini.run.rundir import load_pool, restore_streams
 def restore(state, run, checkpoint, cfg, say) -> int:
     """Load `checkpoint` into `state` (every rank reads it; rank 0 tidies the run directory);
     return the last iteration it holds. Raises ModelError for weights that do not fit the model."""
-    from spade_mini.designer import Memory
     done, state.potential, streams = run.load_checkpoint(checkpoint, state.policy, state.optimizer)
     state.iteration = done + 1
     if len(streams) == distributed.world_size():
