@@ -9,7 +9,18 @@ The policy is loaded and warm-started as train.py does (from the warm-start cach
 when it does not hold this warm start); the memory is seeded with the preset's example tier and
 the designs are validated exactly as in training (`design_environments`, duplicates included).
 Everything after `--` goes to train.py's flag parser (the preset defaults to cpu-smoke).
-`--samples FILE` writes each design's reply and reasons as a JSON line; `--json FILE` the counts.
+`--json FILE` writes the counts. `--samples FILE` writes each design (stage, reasons, reply) as a
+JSON line after every batch, and a second run with the same file CONTINUES it up to `--designs`:
+each batch draws its skills, documents and samples from (seed, first slot), so a run stopped and
+continued writes what one uninterrupted run writes, and a long measurement spans sittings:
+
+    python bench/designer_validity.py --designs 700 --batch 16 --samples runs/validity-levels.jsonl -- --preset cpu
+    python bench/designer_validity.py --designs 700 --batch 16 --samples runs/validity-plain.jsonl -- --preset cpu --design-levels false
+    python bench/designer_validity.py --compare runs/validity-levels.jsonl runs/validity-plain.jsonl
+
+`--compare A B` prints each file's valid fraction and the ratio A/B with its 95% interval
+(`ratio_interval`): "A cuts validity by at most a third" holds when the interval's low end is
+above 2/3. About 700 designs a prompt see that at a valid fraction near 0.1.
 """
 import argparse
 import collections
@@ -28,6 +39,7 @@ from spade_mini import warmstart  # noqa: E402
 from spade_mini.cli import main_config  # noqa: E402
 from spade_mini.designer import Corpus, Memory, design_environments, skills_for  # noqa: E402
 from spade_mini.envs import STAGES, TIERS  # noqa: E402
+from spade_mini.evaluation.intervals import interval, ratio_interval  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
 from spade_mini.run.planning import fit_plan  # noqa: E402
 from spade_mini.sandbox import SandboxLimits  # noqa: E402
@@ -44,7 +56,15 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=8, help="designs per generate call")
     parser.add_argument("--samples", type=Path)
     parser.add_argument("--json", type=Path, help="also write the counts by stage here (bench/model_menu.py reads it)")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
+                        help="no designing: the valid fraction of samples file A against B, with the ratio's interval")
     args = parser.parse_args(argv)
+    if args.compare:
+        return compare(*args.compare)
+    done = read_samples(args.samples) if args.samples and args.samples.exists() else []
+    if len(done) >= args.designs:
+        print(f"{args.samples} already holds {len(done)} designs (--designs {args.designs}): nothing to do")
+        return 0
     cfg = main_config(extra if "--preset" in extra else ["--preset", "cpu-smoke", *extra],
                       prog="bench/designer_validity.py")
     torch.manual_seed(cfg.seed)
@@ -57,31 +77,62 @@ def main() -> int:
               f"agent NLL {rows[-1]['agent_nll']:.3f}")
     memory = Memory.seeded(TIERS[cfg.examples][0])
     skills = skills_for(cfg.setting, cfg.skills or None)
-    rng, t0, designs = random.Random(cfg.seed), time.time(), []
-    for start in range(0, args.designs, args.batch):
+    t0, designs = time.time(), []
+    if done:
+        print(f"continuing {args.samples}: {len(done)} designs already written", flush=True)
+    for start in range(len(done), args.designs, args.batch):
+        rng = random.Random(f"{cfg.seed}-{start}")  # each batch its own draws: a continued run matches
+        torch.manual_seed(cfg.seed * 100_003 + start)
         batch = [skills[(start + i) % len(skills)] for i in range(min(args.batch, args.designs - start))]
-        designs += design_environments(
+        new = design_environments(
             policy, batch, corpus, memory, rng, max_new_tokens=cfg.design_max_new_tokens,
             temperature=cfg.temperature, iteration=0, limits=SandboxLimits(), first_slot=start,
             references=cfg.memory_references, require_solution=cfg.require_solution,
             min_instances=cfg.plays_per_design, levels=cfg.design_levels)
-        print(f"designed {len(designs)}/{args.designs} ({time.time() - t0:.0f} s)", flush=True)
-    stages = collections.Counter(d.stage for d in designs)
-    cut = sum(not d.completion.finished for d in designs)
+        designs += new
+        if args.samples:
+            with args.samples.open("a", encoding="utf-8") as f:
+                for d in new:
+                    f.write(json.dumps({"skill": d.skill.key, "stage": d.stage, "reasons": d.reasons,
+                                        "finished": d.completion.finished, "reply": d.completion.text}) + "\n")
+        print(f"designed {len(done) + len(designs)}/{args.designs} ({time.time() - t0:.0f} s)", flush=True)
+    rows = done + [{"stage": d.stage, "finished": d.completion.finished} for d in designs]
+    stages = collections.Counter(r["stage"] for r in rows)
+    cut = sum(not r.get("finished", True) for r in rows)
     print(f"\n| stage | designs |\n|---|---|")
     for stage in LADDER:
         if stages[stage]:
             print(f"| {stage} | {stages[stage]} |")
-    print(f"\nvalid {stages['valid']}/{len(designs)}, cut at {cfg.design_max_new_tokens} tokens: {cut}")
+    print(f"\nvalid {stages['valid']}/{len(rows)}, cut at {cfg.design_max_new_tokens} tokens: {cut}")
     if args.json:
-        args.json.write_text(json.dumps({"model": cfg.model, "designs": len(designs), "cut": cut,
+        args.json.write_text(json.dumps({"model": cfg.model, "designs": len(rows), "cut": cut,
                                          "seconds": round(time.time() - t0), "budget": cfg.design_max_new_tokens,
                                          "stages": {stage: stages[stage] for stage in LADDER}}))
-    if args.samples:
-        with args.samples.open("w", encoding="utf-8") as f:
-            for d in designs:
-                f.write(json.dumps({"skill": d.skill.key, "stage": d.stage, "reasons": d.reasons,
-                                    "reply": d.completion.text}) + "\n")
+    return 0
+
+
+def read_samples(path: Path) -> list[dict]:
+    """The designs a samples file holds; a line cut short by a kill is dropped (its batch is redone)."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def compare(a: Path, b: Path) -> int:
+    counts = []
+    for path in (a, b):
+        rows = read_samples(path)
+        valid = sum(r["stage"] == "valid" for r in rows)
+        counts.append((valid, len(rows)))
+        low, high = interval([float(r["stage"] == "valid") for r in rows])[1:3]
+        print(f"{path}: valid {valid}/{len(rows)} = {valid / max(1, len(rows)):.3f} [{low:.3f}, {high:.3f}]")
+    ratio, low, high = ratio_interval(*counts[0], *counts[1])
+    verdict = "holds" if low > 2 / 3 else "is not shown"
+    print(f"ratio A/B {ratio:.2f} [{low:.2f}, {high:.2f}]: 'A cuts validity by at most a third' {verdict}")
     return 0
 
 

@@ -366,3 +366,44 @@ def test_the_design_cost_bench_counts_admitted_environments_by_kind_of_attempt(t
     assert got["by_kind"] == {"fresh": {"attempts": 3, "valid": 1, "admitted": 1},
                               "repair": {"attempts": 1, "valid": 1, "admitted": 1},
                               "edit": {"attempts": 1, "valid": 1, "admitted": 0}}
+
+
+def test_the_validity_bench_continues_a_stopped_measurement_exactly(tmp_path, monkeypatch, capsys):
+    """bench/designer_validity.py --samples FILE: a measurement of hundreds of designs spans
+    sittings, so a run stopped after its first batch and run again continues it, and writes what
+    one uninterrupted run writes (each batch draws from its seed and first slot); --compare reads
+    two such files (the tiny model samples, so its replies differ from row to row)."""
+    import json
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import designer_validity
+
+    def bench(*args):
+        monkeypatch.setattr(sys, "argv", ["designer_validity.py", *args, "--", "--model", "tiny", "--quantize",
+                                          "none", "--warm-start-steps", "0", "--design-max-new-tokens", "24"])
+        assert designer_validity.main() == 0
+
+    whole, pieces = tmp_path / "whole.jsonl", tmp_path / "pieces.jsonl"
+    bench("--designs", "4", "--batch", "2", "--samples", str(whole))
+    bench("--designs", "2", "--batch", "2", "--samples", str(pieces))
+    bench("--designs", "4", "--batch", "2", "--samples", str(pieces))
+    replies = [json.loads(line)["reply"] for line in whole.read_text().splitlines()]
+    assert len(set(replies)) == 4 and pieces.read_text() == whole.read_text()
+    capsys.readouterr()
+    bench("--compare", str(whole), str(pieces))
+    assert "valid 0/4" in capsys.readouterr().out
+
+
+def test_the_ratio_of_two_rates_has_katzs_log_interval():
+    """spade_mini/evaluation/intervals.py ratio_interval, checked by hand: 10/100 against 20/100 is
+    0.5 with ln-scale half-width 1.96 * sqrt(1/10 - 1/100 + 1/20 - 1/100); 0 of n stays finite."""
+    import math
+
+    from spade_mini.evaluation.intervals import ratio_interval
+    ratio, low, high = ratio_interval(10, 100, 20, 100)
+    half = 1.96 * math.sqrt(0.13)
+    assert ratio == 0.5 and math.isclose(low, 0.5 * math.exp(-half)) and math.isclose(high, 0.5 * math.exp(half))
+    ratio, low, high = ratio_interval(0, 50, 5, 50)
+    assert 0 < low < ratio < high < float("inf")
+    assert ratio_interval(80, 700, 80, 700)[1] > 2 / 3  # about 700 designs a prompt see a cut of a third

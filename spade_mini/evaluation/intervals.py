@@ -34,7 +34,8 @@ treats them as independent and is then too narrow. The cluster-robust variance o
 difference sums the differences per cluster, var = G / (G - 1) * sum_g (D_g - n_g * delta)^2 / n^2
 (D_g: cluster g's summed difference, n_g its items, G clusters), and the interval is
 delta +- t(G - 1) * sqrt(var), Student's t on G - 1 degrees of freedom since G is small.
-`mean_interval(values)`: the t interval of a mean over a few runs (seeds).
+`mean_interval(values)`: the t interval of a mean over a few runs (seeds). `ratio_interval(a, n1, b, n2)`:
+the ratio of two independent rates (Katz's log interval).
 Omitted: corrections for testing many metrics at once.
 """
 from __future__ import annotations
@@ -190,3 +191,17 @@ def mean_interval(values: list[float], z: float | None = None) -> tuple[float, f
         return mean, float("nan"), float("nan")
     half = (z or t_quantile(n - 1)) * math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
     return mean, mean - half, mean + half
+
+
+def ratio_interval(a: int, n1: int, b: int, n2: int, z: float = Z95) -> tuple[float, float, float]:
+    """(ratio, low, high) of two independent rates, (a / n1) / (b / n2): Katz's log interval,
+    ln r +- z * sqrt(1/a - 1/n1 + 1/b - 1/n2), with 1/2 added to a zero count (and its n) so
+    that 0 of n gives a finite bound. What `bench/designer_validity.py --compare` reads: a valid
+    fraction under one prompt against another, e.g. "cut by at most a third" is low > 2/3."""
+    if min(n1, n2) <= 0:
+        raise ValueError("both rates need at least one trial")
+    if a == 0 or b == 0:
+        a, n1, b, n2 = a + 0.5, n1 + 0.5, b + 0.5, n2 + 0.5
+    ratio = (a / n1) / (b / n2)
+    half = z * math.sqrt(max(0.0, 1 / a - 1 / n1 + 1 / b - 1 / n2))
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
