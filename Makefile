@@ -20,7 +20,7 @@ model: $(STAMP)
 	$(PY) -m spade_mini.install $(MODEL)
 
 test: $(STAMP) $(TSTAMP) $(ESTAMP) $(EMBED)
-	$(PY) -m pytest -q --durations=25 $(ARGS)
+	$(PY) -m pytest -q -n logical --dist loadfile --durations=25 $(ARGS)
 
 eval: $(STAMP) $(ESTAMP)
 	$(PY) eval.py $(ARGS)

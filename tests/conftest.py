@@ -1,10 +1,18 @@
 """Shared fixtures: a tiny random policy (fast), the embedded SmolLM2 policy in 4-bit and in
 float32 (integration; each loaded once per session, and never stepped with a learning rate
 above 0), and the `sandbox` fixture of the hostile sandbox tests (tests/hostile.py)."""
-import pytest
-from hostile import sandbox  # noqa: F401  (the fixture of the hostile sandbox tests)
+import os
 
-from spade_mini.config import Config
+# `make test` runs the suite on pytest-xdist's workers, one per core: each worker, and the
+# train.py runs it starts, compute on one thread (set before torch is imported), since two workers
+# of two threads each on two cores wait on each other's spinning threads.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
+from hostile import sandbox  # noqa: F401,E402  (the fixture of the hostile sandbox tests)
+
+from spade_mini.config import Config  # noqa: E402
 
 pytest_plugins = ["pytester"]  # tests/test_suite.py runs an inner pytest session with it
 
@@ -47,6 +55,7 @@ def fp32_policy():
 # summary names what is missing and the run fails, unless SPADE_ALLOW_MISSING_LAYERS=1 accepts it.
 PROMISED_LAYERS = ("rlimits", "netns", "ipcns", "pidns", "mntns", "pdeathsig", "no_new_privs", "landlock", "seccomp")
 ALLOW_MISSING = "SPADE_ALLOW_MISSING_LAYERS"
+SANDBOX_RAN: list[str] = []  # node ids of the sandbox tests this session ran or skipped
 
 
 def missing_layers() -> list[str]:
@@ -56,10 +65,17 @@ def missing_layers() -> list[str]:
         ([] if have & {"uid", "userns"} else ["uid or userns"])
 
 
+def pytest_runtest_logreport(report):
+    """Remembers that a sandbox test ran. Reports reach the process that prints the summary: this
+    one, or under pytest-xdist (`make test`) the controller, whose own session collects nothing."""
+    if report.when == "setup" and "sandbox" in report.nodeid:  # a skipped test has a setup too
+        SANDBOX_RAN.append(report.nodeid)
+
+
 def pytest_sessionfinish(session, exitstatus):
     import os
-    if exitstatus != 0 or not any("sandbox" in item.nodeid for item in session.items):
-        return  # failed already, or no sandbox test ran: nothing to add
+    if hasattr(session.config, "workerinput") or exitstatus != 0 or not SANDBOX_RAN:
+        return  # an xdist worker (its controller judges), failed already, or no sandbox test ran
     missing = missing_layers()
     session.config.stash[MISSING] = missing
     if missing and os.environ.get(ALLOW_MISSING) != "1":

@@ -31,7 +31,7 @@ OUTSIDE_FLAGS = {
                  "--master-port", "--signals-to-handle", "--shutdown-timeout"},
     "pip": {"--no-deps", "--upgrade"},
     "slurm": {"--signal", "--gres", "--time", "--requeue"},
-    "pytest": {"--durations"},
+    "pytest": {"--durations", "--dist"},
 }
 PYTHONS = {"python", "python3", ".venv/bin/python", "$(PY)"}
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
