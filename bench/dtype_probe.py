@@ -22,25 +22,21 @@ import torch  # noqa: E402
 
 from spade_mini.cli import main_config  # noqa: E402
 from spade_mini.policy.decoding import decode  # noqa: E402
-from spade_mini.policy.dtypes import PROBE_LAYERS, PROBE_NEW, PROBE_PROMPT, PROBE_UPDATE_LEN, Workload  # noqa: E402
+from spade_mini.policy.dtypes import (PROBE_LAYERS, PROBE_NEW, PROBE_PROMPT, PROBE_UPDATE_LEN,  # noqa: E402
+                                      Workload, probe_model)
 from spade_mini.policy.logprobs import Sampling  # noqa: E402
 from spade_mini.policy.models import checkpoint  # noqa: E402
 
 
 def parts(model_config, dtype: torch.dtype, workload: Workload) -> dict[str, float]:
     """Seconds of each part at the model's depth, from models of PROBE_LAYERS layers."""
-    from transformers import AutoModelForCausalLM
     measured: dict[str, list[float]] = {}
+    vocab = model_config.vocab_size
     for layers in PROBE_LAYERS:
-        values = {**model_config.to_dict(), "num_hidden_layers": layers}
-        if values.get("layer_types"):
-            values["layer_types"] = values["layer_types"][:layers]
-        config = model_config.__class__.from_dict(values)
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+        model = probe_model(model_config, dtype, layers)
         sampling = Sampling(0.6, 20, 0.95)
         for rows, new in workload.phases:
-            prompts = torch.randint(3, config.vocab_size, (rows, PROBE_PROMPT)).tolist()
+            prompts = torch.randint(3, vocab, (rows, PROBE_PROMPT)).tolist()
             decode(model, prompts[:1], 2, sampling, set(), 0)  # warm-up
             with torch.no_grad():
                 start = time.perf_counter()
@@ -53,7 +49,7 @@ def parts(model_config, dtype: torch.dtype, workload: Workload) -> dict[str, flo
             measured.setdefault(f"{name}, as the probe counts it", []).append((first + (PROBE_NEW - 1) * step) / PROBE_NEW * new)
             measured.setdefault(f"{name}: the prompt pass once", []).append(first - step)
             measured.setdefault(f"{name}: the decode steps", []).append(step * new)
-        ids = torch.randint(3, config.vocab_size, (workload.update_rows, PROBE_UPDATE_LEN))
+        ids = torch.randint(3, vocab, (workload.update_rows, PROBE_UPDATE_LEN))
         embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
         for _ in range(2):  # the first pass warms up
             start = time.perf_counter()

@@ -113,18 +113,21 @@ def iteration_seconds(model_config, dtype: torch.dtype, workload: Workload) -> f
     return a + per_layer * (model_config.num_hidden_layers - la)
 
 
-def _probe(model_config, dtype: torch.dtype, workload: Workload, layers: int) -> float:
+def probe_model(model_config, dtype: torch.dtype, layers: int):
+    """A model of the config's architecture and widths with `layers` layers and random weights."""
     from transformers import AutoModelForCausalLM
-
-    from spade_mini.policy.decoding import decode
-    from spade_mini.policy.logprobs import Sampling
     values = {**model_config.to_dict(), "num_hidden_layers": layers}
     if values.get("layer_types"):
         values["layer_types"] = values["layer_types"][:layers]
-    config = model_config.__class__.from_dict(values)
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
-    vocab = config.vocab_size
+    return AutoModelForCausalLM.from_config(model_config.__class__.from_dict(values), dtype=dtype).eval()
+
+
+def _probe(model_config, dtype: torch.dtype, workload: Workload, layers: int) -> float:
+    from spade_mini.policy.decoding import decode
+    from spade_mini.policy.logprobs import Sampling
+    model = probe_model(model_config, dtype, layers)
+    vocab = model_config.vocab_size
     sampling = Sampling(0.6, 20, 0.95)
     total = 0.0
     for rows, new in workload.phases:
