@@ -14,9 +14,9 @@ JSON line after every batch, and a second run with the same file CONTINUES it up
 each batch draws its skills, documents and samples from (seed, first slot), so a run stopped and
 continued writes what one uninterrupted run writes, and a long measurement spans sittings:
 
-    python bench/designer_validity.py --designs 700 --batch 16 --samples runs/validity-levels.jsonl -- --preset cpu
-    python bench/designer_validity.py --designs 700 --batch 16 --samples runs/validity-plain.jsonl -- --preset cpu --design-levels false
-    python bench/designer_validity.py --compare runs/validity-levels.jsonl runs/validity-plain.jsonl
+    python bench/designer_validity.py --designs 700 --batch 16 --samples bench/validity/levels.jsonl -- --preset cpu
+    python bench/designer_validity.py --designs 700 --batch 16 --samples bench/validity/plain.jsonl -- --preset cpu --design-levels false
+    python bench/designer_validity.py --compare bench/validity/levels.jsonl bench/validity/plain.jsonl
 
 `--compare A B` prints each file's valid fraction and the ratio A/B with its 95% interval
 (`ratio_interval`): "A cuts validity by at most a third" holds when the interval's low end is
