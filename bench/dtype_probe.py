@@ -31,10 +31,9 @@ from spade_mini.policy.models import checkpoint  # noqa: E402
 def parts(model_config, dtype: torch.dtype, workload: Workload) -> dict[str, float]:
     """Seconds of each part at the model's depth, from models of PROBE_LAYERS layers."""
     measured: dict[str, list[float]] = {}
-    vocab = model_config.vocab_size
+    vocab, sampling = model_config.vocab_size, Sampling(0.6, 20, 0.95)
     for layers in PROBE_LAYERS:
         model = probe_model(model_config, dtype, layers)
-        sampling = Sampling(0.6, 20, 0.95)
         for rows, new in workload.phases:
             prompts = torch.randint(3, vocab, (rows, PROBE_PROMPT)).tolist()
             decode(model, prompts[:1], 2, sampling, set(), 0)  # warm-up

@@ -73,7 +73,6 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    import os
     if hasattr(session.config, "workerinput") or exitstatus != 0 or not SANDBOX_RAN:
         return  # an xdist worker (its controller judges), failed already, or no sandbox test ran
     missing = missing_layers()
@@ -83,7 +82,6 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    import os
     missing = config.stash.get(MISSING, [])
     if missing:
         allowed = os.environ.get(ALLOW_MISSING) == "1"
