@@ -55,15 +55,77 @@ def test_the_probe_times_the_real_decoding_and_update_at_both_dtypes():
     """The probe itself, on the tiny test model's architecture (bf16 without bf16 units can be
     30x slower than float32, so a real shape would take minutes here): both dtypes give a
     positive time for the run's workload, and a larger workload takes longer."""
-    from transformers import AutoTokenizer
-
-    from spade_mini.policy import tiny_model
-    config = tiny_model(AutoTokenizer.from_pretrained(embedded_checkpoint(CACHE))).config
-    small = Workload(phases=((2, 4),), update_tokens=64, update_rows=1)
-    large = Workload(phases=((2, 4), (8, 64)), update_tokens=4096, update_rows=2)
+    config = tiny_config()
+    small = Workload(phases=((2, 8, 4, 1),), update_tokens=64, update_rows=1)
+    large = Workload(phases=((2, 8, 4, 1), (8, 32, 64, 2)), update_tokens=4096, update_rows=2)
     for dtype in (torch.float32, torch.bfloat16):
         a, b = dtypes.iteration_seconds(config, dtype, small), dtypes.iteration_seconds(config, dtype, large)
         assert 0 < a < b
+
+
+def tiny_config():
+    from transformers import AutoTokenizer
+
+    from spade_mini.policy import tiny_model
+    return tiny_model(AutoTokenizer.from_pretrained(embedded_checkpoint(CACHE))).config
+
+
+def test_the_probe_counts_each_prompt_pass_once_per_call(monkeypatch):
+    """On a clock that `decode` advances by a known cost (a prompt pass of 1 ms a prompt token, a
+    decode step of 3 ms a row), the probe's parts are exactly each phase's calls x (prompt pass +
+    new tokens x step), at every depth. An estimate that counts the prompt pass once per probe
+    decode (3 times for a 24-token turn) or one call of a phase that makes two fails here."""
+    from spade_mini.policy import decoding
+    clock = [0.0]
+    monkeypatch.setattr(dtypes.time, "perf_counter", lambda: clock[0])
+
+    def timed(model, prompts, new, *args, **kwargs):
+        clock[0] += 1e-3 * len(prompts) * len(prompts[0]) + 3e-3 * len(prompts) * new
+    monkeypatch.setattr(decoding, "decode", timed)
+    workload = Workload(phases=((16, 10, 24, 1), (4, 100, 50, 2)), update_tokens=64, update_rows=1)
+    parts = dtypes.probe_parts(tiny_config(), torch.float32, workload)
+    generation = {name: round(seconds, 6) for name, seconds in parts.items() if not name.startswith("update")}
+    assert generation == {"1 x generate 16 rows of 10 + 24 tokens: prompt passes": 0.16,
+                          "1 x generate 16 rows of 10 + 24 tokens: decode steps": round(16 * 24 * 3e-3, 6),
+                          "2 x generate 4 rows of 100 + 50 tokens: prompt passes": 0.8,
+                          "2 x generate 4 rows of 100 + 50 tokens: decode steps": round(2 * 4 * 50 * 3e-3, 6)}
+
+
+def test_the_workload_is_a_design_iteration_of_the_preset():
+    """The cpu preset writes 16 attempts in two calls of 8 rows, and its update scores every
+    attempt and every no-hint turn with their prompts; the fixed pool designs nothing."""
+    cpu = Config.from_preset("cpu")
+    work = Workload.of(cpu)
+    turn = (dtypes.TURN_PROMPT_TOKENS, cpu.turn_max_new_tokens)
+    assert work.phases == ((128, *turn, 1), (8, dtypes.DESIGN_PROMPT_TOKENS, 512, 2))
+    assert work.update_tokens == 64 * sum(turn) + 16 * (dtypes.DESIGN_PROMPT_TOKENS + 512)
+    thinned = Workload.of(Config.from_preset("cpu", invalid_update_fraction=0.25))
+    assert thinned.update_tokens == 64 * sum(turn) + 4 * (dtypes.DESIGN_PROMPT_TOKENS + 512)
+    fixed = Workload.of(Config.from_preset("cpu", fixed_pool=True))
+    assert fixed.phases == ((64, *turn, 1),) and fixed.update_tokens == 64 * sum(turn)
+
+
+def test_the_typical_prompt_lengths_follow_the_prompts():
+    """DESIGN_PROMPT_TOKENS and TURN_PROMPT_TOKENS were measured with the 1.5B's tokenizer; here the
+    embedded model's tokenizer (about 10% more tokens on these prompts) counts today's prompts, so
+    a designer or agent prompt that grows or shrinks by a third sends the reader to measure again."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from spade_mini.agent import first_message
+    from spade_mini.designer import Corpus, designer_prompt, skills_for
+    cpu = Config.from_preset("cpu")
+    tokenizer = AutoTokenizer.from_pretrained(embedded_checkpoint(CACHE))
+
+    def tokens(chat):
+        return len(tokenizer(tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)).input_ids)
+    corpus, rng = Corpus.load(None, cpu.corpus_max_words), random.Random(0)
+    designs = [tokens(designer_prompt(skill, corpus.sample(rng), "", turns=cpu.max_turns,
+                                      turn_tokens=cpu.turn_max_new_tokens)) for skill in skills_for("games")]
+    assert 0.8 < sum(designs) / len(designs) / dtypes.DESIGN_PROMPT_TOKENS < 1.3, designs
+    bare = tokens([{"role": "user", "content": first_message("", None, None, cpu.agent_template)}])
+    assert bare < dtypes.TURN_PROMPT_TOKENS < bare + 60, bare  # the template and an observation of a few lines
 
 
 def test_bf16_base_keeps_float32_adapters_and_optimizer_state():

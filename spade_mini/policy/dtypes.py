@@ -5,12 +5,14 @@ several times its float32 speed, but not at every shape: on the 2-core Xeon this
 developed on, SmolLM2-135M decodes 5x SLOWER in bf16 at batch 1 and 1.6x faster at batch 8. So
 the choice is measured on the run's own workload, not assumed from the flags:
 
-    workload   what one iteration asks of the model, from the run's sizes: each generation phase
-               as (rows, new tokens per row), and the tokens the update scores and differentiates
+    workload   what one design iteration asks of the model, from the run's sizes: each generation
+               phase as rows x (prompt tokens, new tokens) x calls, and the tokens (prompts and
+               replies) the update scores and differentiates
     probe      a model of the run's architecture and widths with random weights and 1 and 3
-               layers, built in float32 and in bfloat16; each times a decode of every phase's
-               batch (the project's own `decoding.decode`) and a forward and backward pass of an
-               update micro-batch. Per-layer cost (3 layers minus 1) scales to the real depth.
+               layers, built in float32 and in bfloat16; each times every phase's prompt pass and
+               its decode steps at the phase's batch and prompt length (the project's own
+               `decoding.decode`), and a forward and backward pass of an update micro-batch.
+               Per-layer cost (3 layers minus 1) scales to the real depth.
     choice     the dtype whose iteration (each phase's seconds per token x its tokens) is shorter
 
 The answer is cached per CPU model, torch version, architecture and workload in the model cache
@@ -23,6 +25,7 @@ Omitted on purpose: float16 (no CPU matrix units for it here) and per-phase dtyp
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -31,33 +34,42 @@ from pathlib import Path
 
 import torch
 
-PROBE_PROMPT = 64      # tokens of each probe prompt
-PROBE_NEW = 8          # tokens each probe decode draws
+PROBE_NEW = 8          # decode steps each probe times
 PROBE_UPDATE_LEN = 256  # tokens of each row of the probe's update micro-batch
 PROBE_LAYERS = (1, 3)  # depths timed; the difference is two layers' cost
+# Typical prompt lengths in tokens, MEASURED with the 1.5B's tokenizer on the cpu preset's prompts
+# (tests/test_dtypes.py checks that the prompts have not drifted far from them): the designer's
+# prompt with a 60-word document 815-848 (with a memory reference: round four's designs, mean 837);
+# an agent's first turn 82-104 on the starter examples, about 63 on round four's designs.
+DESIGN_PROMPT_TOKENS = 840
+TURN_PROMPT_TOKENS = 80
 
 
 @dataclass(frozen=True)
 class Workload:
-    """One iteration's work: generation phases as (rows, new tokens per row), and update tokens
-    scored in micro-batches of `update_rows` rows."""
-    phases: tuple[tuple[int, int], ...]
+    """One design iteration's work: generation phases as (rows, prompt tokens, new tokens per row,
+    calls), and the update's tokens scored in micro-batches of `update_rows` rows."""
+    phases: tuple[tuple[int, int, int, int], ...]
     update_tokens: int
     update_rows: int
 
     @classmethod
     def of(cls, cfg) -> "Workload":
-        """ESTIMATES from the run's flags: each design's prompt about as long as its reply, one agent
-        turn per episode (fixed pool: the no-hint arm only, no designs)."""
+        """ESTIMATES from the run's flags: one agent turn per episode at the typical prompt length
+        (fixed pool: the no-hint arm only, no designs); the designer's attempts in calls of
+        `designs_per_iteration` rows, each at its full reply budget; the update scores every no-hint
+        turn and the `--invalid-update-fraction` of the attempts, prompt and reply."""
         n, k = cfg.designs_per_iteration, cfg.plays_per_design
-        episodes = n * k * (1 if cfg.fixed_pool else 2)
-        phases = [(episodes, cfg.turn_max_new_tokens)]
-        update = n * k * 2 * cfg.turn_max_new_tokens
+        turn = TURN_PROMPT_TOKENS + cfg.turn_max_new_tokens
+        phases = [(n * k * (1 if cfg.fixed_pool else 2), TURN_PROMPT_TOKENS, cfg.turn_max_new_tokens, 1)]
+        update = n * k * turn
         if not cfg.fixed_pool:
-            phases.append((n, cfg.design_max_new_tokens))
-            update += n * 2 * cfg.design_max_new_tokens
-            if cfg.hint_source == "policy":
-                phases.append((n, cfg.hint_max_new_tokens))
+            attempts = (cfg.design_attempts or 3 * n) if cfg.valid_designs > 0 else n * (1 + cfg.design_retries)
+            phases.append((n, DESIGN_PROMPT_TOKENS, cfg.design_max_new_tokens, -(-attempts // n)))
+            scored = math.ceil(attempts * cfg.invalid_update_fraction)  # nearly every attempt is invalid
+            update += scored * (DESIGN_PROMPT_TOKENS + cfg.design_max_new_tokens)
+            if cfg.hint_source == "policy":  # the hint prompt holds the design's source
+                phases.append((n, cfg.design_max_new_tokens, cfg.hint_max_new_tokens, 1))
         return cls(tuple(phases), update, max(1, cfg.micro_batch))
 
 
@@ -99,18 +111,22 @@ def choose_cpu_dtype(model_config, workload: Workload, cache_dir: str | None, sa
     else:
         seconds, cached = known[key], " (cached)"
     name = min(seconds, key=seconds.get)
-    say(f"dtype auto: {name}; an iteration's generation and update measured at {seconds['float32']:.1f} s in "
+    say(f"dtype auto: {name}; a design iteration's generation and update probed at {seconds['float32']:.1f} s in "
         f"float32 and {seconds['bfloat16']:.1f} s in bfloat16 on this CPU{cached}", flush=True)
     return getattr(torch, name)
 
 
 def iteration_seconds(model_config, dtype: torch.dtype, workload: Workload) -> float:
-    """The probe: seconds of one iteration's generation and update at `dtype`, extrapolated from
-    models of PROBE_LAYERS layers to the config's depth."""
-    per_depth = [_probe(model_config, dtype, workload, layers) for layers in PROBE_LAYERS]
-    (a, b), (la, lb) = per_depth, PROBE_LAYERS
-    per_layer = max(0.0, (b - a) / (lb - la))
-    return a + per_layer * (model_config.num_hidden_layers - la)
+    """The probe: seconds of one iteration's generation and update at `dtype`."""
+    return sum(probe_parts(model_config, dtype, workload).values())
+
+
+def probe_parts(model_config, dtype: torch.dtype, workload: Workload) -> dict[str, float]:
+    """Seconds of each part of an iteration at the config's depth: each phase's prompt passes and
+    decode steps, and the update; extrapolated from models of PROBE_LAYERS layers."""
+    (la, lb), depth = PROBE_LAYERS, model_config.num_hidden_layers
+    a, b = (_probe(model_config, dtype, workload, layers) for layers in PROBE_LAYERS)
+    return {name: a[name] + max(0.0, (b[name] - a[name]) / (lb - la)) * (depth - la) for name in a}
 
 
 def probe_model(model_config, dtype: torch.dtype, layers: int):
@@ -123,20 +139,26 @@ def probe_model(model_config, dtype: torch.dtype, layers: int):
     return AutoModelForCausalLM.from_config(model_config.__class__.from_dict(values), dtype=dtype).eval()
 
 
-def _probe(model_config, dtype: torch.dtype, workload: Workload, layers: int) -> float:
+def _probe(model_config, dtype: torch.dtype, workload: Workload, layers: int) -> dict[str, float]:
     from spade_mini.policy.decoding import decode
     from spade_mini.policy.logprobs import Sampling
     model = probe_model(model_config, dtype, layers)
     vocab = model_config.vocab_size
     sampling = Sampling(0.6, 20, 0.95)
-    total = 0.0
-    for rows, new in workload.phases:
-        prompts = torch.randint(3, vocab, (rows, PROBE_PROMPT)).tolist()
+    parts = {}
+    for rows, prompt, new, calls in workload.phases:
+        prompts = torch.randint(3, vocab, (rows, prompt)).tolist()
         decode(model, prompts[:1], 2, sampling, set(), 0)  # warm-up: first-call allocations are not speed
-        t0 = time.perf_counter()
         with torch.no_grad():
-            decode(model, prompts, PROBE_NEW, sampling, set(), 0)
-        total += (time.perf_counter() - t0) / PROBE_NEW * new  # a phase's decode steps at its batch
+            t0 = time.perf_counter()
+            decode(model, prompts, 1, sampling, set(), 0)
+            t1 = time.perf_counter()
+            decode(model, prompts, 1 + PROBE_NEW, sampling, set(), 0)
+            t2 = time.perf_counter()
+        step = max(0.0, (t2 - t1) - (t1 - t0)) / PROBE_NEW
+        name = f"{calls} x generate {rows} rows of {prompt} + {new} tokens"
+        parts[f"{name}: prompt passes"] = calls * max(0.0, (t1 - t0) - step)
+        parts[f"{name}: decode steps"] = calls * step * new
     rows = workload.update_rows
     ids = torch.randint(3, vocab, (rows, PROBE_UPDATE_LEN))
     embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
@@ -144,8 +166,8 @@ def _probe(model_config, dtype: torch.dtype, workload: Workload, layers: int) ->
         t0 = time.perf_counter()
         model(inputs_embeds=embeds, use_cache=False).logits.float().logsumexp(-1).mean().backward()
         update = time.perf_counter() - t0
-    total += update / (rows * PROBE_UPDATE_LEN) * workload.update_tokens
-    return total
+    parts[f"update of {workload.update_tokens} tokens"] = update / (rows * PROBE_UPDATE_LEN) * workload.update_tokens
+    return parts
 
 
 def _read(store: Path | None) -> dict:
