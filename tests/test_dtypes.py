@@ -6,7 +6,7 @@ from transformers import AutoConfig
 
 from spade_mini.config import Config
 from spade_mini.policy import dtypes, embedded_checkpoint, load_policy, pick_dtype, token_logprobs
-from spade_mini.policy.dtypes import Workload
+from spade_mini.policy.dtypes import Phase, Workload
 
 CACHE = "~/.cache/spade_mini"
 OPENERS = ["Name a colour. Reply with \\boxed{colour}.", "Which is bigger, 17 or 71? Reply inside \\boxed{}.",
@@ -56,8 +56,8 @@ def test_the_probe_times_the_real_decoding_and_update_at_both_dtypes():
     30x slower than float32, so a real shape would take minutes here): both dtypes give a
     positive time for the run's workload, and a larger workload takes longer."""
     config = tiny_config()
-    small = Workload(phases=((2, 8, 4, 1),), update_tokens=64, update_rows=1)
-    large = Workload(phases=((2, 8, 4, 1), (8, 32, 64, 2)), update_tokens=4096, update_rows=2)
+    small = Workload(phases=(Phase(2, 8, 4, 1),), update_tokens=64, update_rows=1)
+    large = Workload(phases=(Phase(2, 8, 4, 1), Phase(8, 32, 64, 2)), update_tokens=4096, update_rows=2)
     for dtype in (torch.float32, torch.bfloat16):
         a, b = dtypes.iteration_seconds(config, dtype, small), dtypes.iteration_seconds(config, dtype, large)
         assert 0 < a < b
@@ -71,38 +71,50 @@ def tiny_config():
 
 
 def test_the_probe_counts_each_prompt_pass_once_per_call(monkeypatch):
-    """On a clock that `decode` advances by a known cost (a prompt pass of 1 ms a prompt token, a
-    decode step of 3 ms a row), the probe's parts are exactly each phase's calls x (prompt pass +
-    new tokens x step), at every depth. An estimate that counts the prompt pass once per probe
-    decode (3 times for a 24-token turn) or one call of a phase that makes two fails here."""
+    """On a clock that `decode` advances by a known cost a layer (a prompt pass of 1 ms a prompt
+    token, a decode step of 3 ms a row), the probe's parts are exactly each phase's calls x (prompt
+    pass + new tokens x step) x the model's depth. An estimate that counts the prompt pass once per
+    probe decode (3 times for a 24-token turn), one call of a phase that makes two, or a depth
+    extrapolated from the wrong end fails here."""
+    from types import SimpleNamespace
+
     from spade_mini.policy import decoding
-    clock = [0.0]
-    monkeypatch.setattr(dtypes.time, "perf_counter", lambda: clock[0])
+    config, clock = tiny_config(), [0.0]
+    depth = config.num_hidden_layers
+    monkeypatch.setattr(dtypes, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
 
     def timed(model, prompts, new, *args, **kwargs):
-        clock[0] += 1e-3 * len(prompts) * len(prompts[0]) + 3e-3 * len(prompts) * new
+        clock[0] += model.config.num_hidden_layers * (1e-3 * len(prompts) * len(prompts[0]) + 3e-3 * len(prompts) * new)
     monkeypatch.setattr(decoding, "decode", timed)
-    workload = Workload(phases=((16, 10, 24, 1), (4, 100, 50, 2)), update_tokens=64, update_rows=1)
-    parts = dtypes.probe_parts(tiny_config(), torch.float32, workload)
+    workload = Workload(phases=(Phase(16, 10, 24, 1), Phase(4, 100, 50, 2)), update_tokens=64, update_rows=1)
+    parts = dtypes.probe_parts(config, torch.float32, workload)
     generation = {name: round(seconds, 6) for name, seconds in parts.items() if not name.startswith("update")}
-    assert generation == {"1 x generate 16 rows of 10 + 24 tokens: prompt passes": 0.16,
-                          "1 x generate 16 rows of 10 + 24 tokens: decode steps": round(16 * 24 * 3e-3, 6),
-                          "2 x generate 4 rows of 100 + 50 tokens: prompt passes": 0.8,
-                          "2 x generate 4 rows of 100 + 50 tokens: decode steps": round(2 * 4 * 50 * 3e-3, 6)}
+    assert depth > 1 and generation == {
+        "phase 0: 1 x generate 16 rows of 10 + 24 tokens: prompt passes": round(depth * 0.16, 6),
+        "phase 0: 1 x generate 16 rows of 10 + 24 tokens: decode steps": round(depth * 16 * 24 * 3e-3, 6),
+        "phase 1: 2 x generate 4 rows of 100 + 50 tokens: prompt passes": round(depth * 0.8, 6),
+        "phase 1: 2 x generate 4 rows of 100 + 50 tokens: decode steps": round(depth * 2 * 4 * 50 * 3e-3, 6)}
 
 
 def test_the_workload_is_a_design_iteration_of_the_preset():
-    """The cpu preset writes 16 attempts in two calls of 8 rows, and its update scores every
-    attempt and every no-hint turn with their prompts; the fixed pool designs nothing."""
+    """The cpu preset writes up to 16 attempts in two calls of 8 rows; 4 valid designs play 8 seeds
+    in both arms and the pool's replays fill the rest of the 64 no-hint episodes; the update scores
+    every no-hint turn and every attempt with their prompts (with --invalid-update-fraction 0.25
+    the 4 valid and a quarter of the 12 invalid); the fixed pool designs nothing. `--plan` counts
+    the same design calls."""
     cpu = Config.from_preset("cpu")
+    turn, design = (dtypes.TURN_PROMPT_TOKENS, 24), (dtypes.DESIGN_PROMPT_TOKENS, 512)
     work = Workload.of(cpu)
-    turn = (dtypes.TURN_PROMPT_TOKENS, cpu.turn_max_new_tokens)
-    assert work.phases == ((128, *turn, 1), (8, dtypes.DESIGN_PROMPT_TOKENS, 512, 2))
-    assert work.update_tokens == 64 * sum(turn) + 16 * (dtypes.DESIGN_PROMPT_TOKENS + 512)
+    assert work.phases == (Phase(8, *design, 2), Phase(64, *turn, 1), Phase(32, *turn, 1))
+    from spade_mini.run.planning import phases
+    assert [p.calls for p in phases(cpu) if p.name == "design"] == [2]  # the memory plan counts the same calls
+    assert work.update_tokens == 64 * sum(turn) + 16 * sum(design)
     thinned = Workload.of(Config.from_preset("cpu", invalid_update_fraction=0.25))
-    assert thinned.update_tokens == 64 * sum(turn) + 4 * (dtypes.DESIGN_PROMPT_TOKENS + 512)
+    assert thinned.update_tokens == 64 * sum(turn) + (4 + 3) * sum(design)
+    odd = Workload.of(Config.from_preset("cpu", design_attempts=20))  # 8 + 8 + a last call of 4
+    assert odd.phases[:2] == (Phase(8, *design, 2), Phase(4, *design, 1))
     fixed = Workload.of(Config.from_preset("cpu", fixed_pool=True))
-    assert fixed.phases == ((64, *turn, 1),) and fixed.update_tokens == 64 * sum(turn)
+    assert fixed.phases == (Phase(64, *turn, 1),) and fixed.update_tokens == 64 * sum(turn)
 
 
 def test_the_typical_prompt_lengths_follow_the_prompts():

@@ -13,7 +13,8 @@ the choice is measured on the run's own workload, not assumed from the flags:
                its decode steps at the phase's batch and prompt length (the project's own
                `decoding.decode`), and a forward and backward pass of an update micro-batch.
                Per-layer cost (3 layers minus 1) scales to the real depth.
-    choice     the dtype whose iteration (each phase's seconds per token x its tokens) is shorter
+    choice     the dtype whose design iteration (each phase's calls x (prompt pass + new tokens x
+               decode step), and the update's tokens x seconds per token) is shorter
 
 The answer is cached per CPU model, torch version, architecture and workload in the model cache
 (`dtype-choices.json`), so a run measures once. A CPU without bf16 units gets float32 unmeasured,
@@ -31,6 +32,7 @@ import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -39,38 +41,55 @@ PROBE_UPDATE_LEN = 256  # tokens of each row of the probe's update micro-batch
 PROBE_LAYERS = (1, 3)  # depths timed; the difference is two layers' cost
 # Typical prompt lengths in tokens, MEASURED with the 1.5B's tokenizer on the cpu preset's prompts
 # (tests/test_dtypes.py checks that the prompts have not drifted far from them): the designer's
-# prompt with a 60-word document 815-848 (with a memory reference: round four's designs, mean 837);
-# an agent's first turn 82-104 on the starter examples, about 63 on round four's designs.
+# prompt with a 60-word document and no memory reference 815-848 (round four's designs, whose
+# memory held 0 or 1 reference: mean 837); an agent's first turn 82-104 on the starter examples,
+# about 63 on round four's designs; a hint's prompt: the design's source and its instructions.
 DESIGN_PROMPT_TOKENS = 840
 TURN_PROMPT_TOKENS = 80
+HINT_INSTRUCTION_TOKENS = 200
+
+
+class Phase(NamedTuple):
+    """Generation calls of one phase: `calls` of `rows` chats, each `prompt` tokens plus `new`."""
+    rows: int
+    prompt: int
+    new: int
+    calls: int
 
 
 @dataclass(frozen=True)
 class Workload:
-    """One design iteration's work: generation phases as (rows, prompt tokens, new tokens per row,
-    calls), and the update's tokens scored in micro-batches of `update_rows` rows."""
-    phases: tuple[tuple[int, int, int, int], ...]
+    """One design iteration's work: its generation phases, and the update's tokens scored in
+    micro-batches of `update_rows` rows."""
+    phases: tuple[Phase, ...]
     update_tokens: int
     update_rows: int
 
     @classmethod
     def of(cls, cfg) -> "Workload":
-        """ESTIMATES from the run's flags: one agent turn per episode at the typical prompt length
-        (fixed pool: the no-hint arm only, no designs); the designer's attempts in calls of
-        `designs_per_iteration` rows, each at its full reply budget; the update scores every no-hint
-        turn and the `--invalid-update-fraction` of the attempts, prompt and reply."""
+        """ESTIMATES from the run's flags, for an iteration in which the designer runs (with the
+        active pool most iterations only play and update: about `--design-every` times cheaper).
+        The designer writes its `design_cap` attempts in calls of `designs_per_iteration` rows and
+        `valid_designs` of them are valid (all of them without that flag), each played K times in
+        both arms; the rest of the no-hint budget replays the pool; an episode is one turn at the
+        typical prompt length. The update scores every no-hint turn, every valid design and the
+        `--invalid-update-fraction` of the invalid ones, prompt and reply."""
         n, k = cfg.designs_per_iteration, cfg.plays_per_design
-        turn = TURN_PROMPT_TOKENS + cfg.turn_max_new_tokens
-        phases = [(n * k * (1 if cfg.fixed_pool else 2), TURN_PROMPT_TOKENS, cfg.turn_max_new_tokens, 1)]
-        update = n * k * turn
-        if not cfg.fixed_pool:
-            attempts = (cfg.design_attempts or 3 * n) if cfg.valid_designs > 0 else n * (1 + cfg.design_retries)
-            phases.append((n, DESIGN_PROMPT_TOKENS, cfg.design_max_new_tokens, -(-attempts // n)))
-            scored = math.ceil(attempts * cfg.invalid_update_fraction)  # nearly every attempt is invalid
-            update += scored * (DESIGN_PROMPT_TOKENS + cfg.design_max_new_tokens)
-            if cfg.hint_source == "policy":  # the hint prompt holds the design's source
-                phases.append((n, cfg.design_max_new_tokens, cfg.hint_max_new_tokens, 1))
-        return cls(tuple(phases), update, max(1, cfg.micro_batch))
+        budget = cfg.episodes_per_iteration or n * k
+        turn = lambda rows: Phase(rows, TURN_PROMPT_TOKENS, cfg.turn_max_new_tokens, 1)  # noqa: E731
+        update = budget * (TURN_PROMPT_TOKENS + cfg.turn_max_new_tokens)
+        if cfg.fixed_pool or n == 0:
+            return cls((turn(budget),), update, max(1, cfg.micro_batch))
+        attempts = cfg.design_cap
+        valid = min(attempts, cfg.valid_designs or n)
+        design = DESIGN_PROMPT_TOKENS, cfg.design_max_new_tokens
+        phases = [Phase(n, *design, attempts // n), Phase(attempts % n, *design, 1),
+                  turn(2 * valid * k), turn(max(0, budget - valid * k))]
+        if cfg.hint_source == "policy":  # the hint prompt holds a design's source
+            phases.append(Phase(valid, cfg.design_max_new_tokens + HINT_INSTRUCTION_TOKENS, cfg.hint_max_new_tokens, 1))
+        scored = valid + math.ceil((attempts - valid) * cfg.invalid_update_fraction)
+        update += scored * sum(design)
+        return cls(tuple(p for p in phases if p.rows and p.calls), update, max(1, cfg.micro_batch))
 
 
 def cpu_has_bf16() -> bool:
@@ -117,7 +136,7 @@ def choose_cpu_dtype(model_config, workload: Workload, cache_dir: str | None, sa
 
 
 def iteration_seconds(model_config, dtype: torch.dtype, workload: Workload) -> float:
-    """The probe: seconds of one iteration's generation and update at `dtype`."""
+    """The probe: seconds of one design iteration's generation and update at `dtype`."""
     return sum(probe_parts(model_config, dtype, workload).values())
 
 
@@ -126,6 +145,7 @@ def probe_parts(model_config, dtype: torch.dtype, workload: Workload) -> dict[st
     decode steps, and the update; extrapolated from models of PROBE_LAYERS layers."""
     (la, lb), depth = PROBE_LAYERS, model_config.num_hidden_layers
     a, b = (_probe(model_config, dtype, workload, layers) for layers in PROBE_LAYERS)
+    # a part timed faster with 3 layers than with 1 (noise) adds nothing per layer
     return {name: a[name] + max(0.0, (b[name] - a[name]) / (lb - la)) * (depth - la) for name in a}
 
 
@@ -146,17 +166,17 @@ def _probe(model_config, dtype: torch.dtype, workload: Workload, layers: int) ->
     vocab = model_config.vocab_size
     sampling = Sampling(0.6, 20, 0.95)
     parts = {}
-    for rows, prompt, new, calls in workload.phases:
+    for i, (rows, prompt, new, calls) in enumerate(workload.phases):
         prompts = torch.randint(3, vocab, (rows, prompt)).tolist()
         decode(model, prompts[:1], 2, sampling, set(), 0)  # warm-up: first-call allocations are not speed
         with torch.no_grad():
             t0 = time.perf_counter()
-            decode(model, prompts, 1, sampling, set(), 0)
+            decode(model, prompts, 1, sampling, set(), 0)  # the prompt pass and one step
             t1 = time.perf_counter()
             decode(model, prompts, 1 + PROBE_NEW, sampling, set(), 0)
             t2 = time.perf_counter()
         step = max(0.0, (t2 - t1) - (t1 - t0)) / PROBE_NEW
-        name = f"{calls} x generate {rows} rows of {prompt} + {new} tokens"
+        name = f"phase {i}: {calls} x generate {rows} rows of {prompt} + {new} tokens"
         parts[f"{name}: prompt passes"] = calls * max(0.0, (t1 - t0) - step)
         parts[f"{name}: decode steps"] = calls * step * new
     rows = workload.update_rows
