@@ -9,10 +9,11 @@ the choice is measured on the run's own workload, not assumed from the flags:
                phase as rows x (prompt tokens, new tokens) x calls, and the tokens (prompts and
                replies) the update scores and differentiates
     probe      a model of the run's architecture and widths with random weights and 1 and 3
-               layers, built in float32 and in bfloat16; each times every phase's prompt pass and
-               its decode steps at the phase's batch and prompt length (the project's own
-               `decoding.decode`), and a forward and backward pass of an update micro-batch.
-               Per-layer cost (3 layers minus 1) scales to the real depth.
+               layers, built in float32 and in bfloat16; each times every phase's prompt pass at
+               the phase's batch and prompt length and its decode steps at its batch (the
+               project's own `decoding.decode`), and a forward and backward pass of an update
+               micro-batch, each the fastest of two. Per-layer cost (3 layers minus 1) scales to
+               the real depth.
     choice     the dtype whose design iteration (each phase's calls x (prompt pass + new tokens x
                decode step), and the update's tokens x seconds per token) is shorter
 
@@ -36,7 +37,12 @@ from typing import NamedTuple
 
 import torch
 
-PROBE_NEW = 8          # decode steps each probe times
+PROBE_NEW = 16         # decode steps each probe times
+# Decode steps are timed after a prompt of STEP_PROMPT tokens: a step of the 1.5B costs about the same
+# after 64 cached tokens as after 840 (0.23 and 0.25 s at 8 rows, measured on the Xeon), and after a
+# long prompt the steps are a small difference of two large, noisy times (the probe then said 2.6x).
+STEP_PROMPT = 64
+PROBE_REPEATS = 2      # each time is the fastest of this many
 PROBE_UPDATE_LEN = 256  # tokens of each row of the probe's update micro-batch
 PROBE_LAYERS = (1, 3)  # depths timed; the difference is two layers' cost
 # Typical prompt lengths in tokens, MEASURED with the 1.5B's tokenizer on the cpu preset's prompts
@@ -168,26 +174,35 @@ def _probe(model_config, dtype: torch.dtype, workload: Workload, layers: int) ->
     parts = {}
     for i, (rows, prompt, new, calls) in enumerate(workload.phases):
         prompts = torch.randint(3, vocab, (rows, prompt)).tolist()
-        decode(model, prompts[:1], 2, sampling, set(), 0)  # warm-up: first-call allocations are not speed
-        with torch.no_grad():
-            t0 = time.perf_counter()
-            decode(model, prompts, 1, sampling, set(), 0)  # the prompt pass and one step
-            t1 = time.perf_counter()
-            decode(model, prompts, 1 + PROBE_NEW, sampling, set(), 0)
-            t2 = time.perf_counter()
-        step = max(0.0, (t2 - t1) - (t1 - t0)) / PROBE_NEW
+        short = [p[:STEP_PROMPT] for p in prompts]
+        go = lambda chats, tokens: decode(model, chats, tokens, sampling, set(), 0)  # noqa: E731
+        go(short[:1], 2)  # warm-up: first-call allocations are not speed
+        with torch.no_grad():  # a step: the difference of two decodes after a short prompt
+            step = max(0.0, _fastest(lambda: go(short, 1 + PROBE_NEW)) - _fastest(lambda: go(short, 1))) / PROBE_NEW
+            first = _fastest(lambda: go(prompts, 1))  # the prompt pass and one step
         name = f"phase {i}: {calls} x generate {rows} rows of {prompt} + {new} tokens"
-        parts[f"{name}: prompt passes"] = calls * max(0.0, (t1 - t0) - step)
+        parts[f"{name}: prompt passes"] = calls * max(0.0, first - step)
         parts[f"{name}: decode steps"] = calls * step * new
     rows = workload.update_rows
     ids = torch.randint(3, vocab, (rows, PROBE_UPDATE_LEN))
     embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
-    for repeat in range(2):  # the first pass warms up
-        t0 = time.perf_counter()
+
+    def backward():
         model(inputs_embeds=embeds, use_cache=False).logits.float().logsumexp(-1).mean().backward()
-        update = time.perf_counter() - t0
-    parts[f"update of {workload.update_tokens} tokens"] = update / (rows * PROBE_UPDATE_LEN) * workload.update_tokens
+    backward()  # warm-up
+    parts[f"update of {workload.update_tokens} tokens"] = \
+        _fastest(backward) / (rows * PROBE_UPDATE_LEN) * workload.update_tokens
     return parts
+
+
+def _fastest(run, repeats: int = PROBE_REPEATS) -> float:
+    """Seconds of the fastest of `repeats` calls of `run` (noise only ever adds time)."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def _read(store: Path | None) -> dict:
