@@ -40,7 +40,8 @@ import torch
 PROBE_NEW = 16         # decode steps each probe times
 # Decode steps are timed after a prompt of STEP_PROMPT tokens: a step of the 1.5B costs about the same
 # after 64 cached tokens as after 840 (0.23 and 0.25 s at 8 rows, measured on the Xeon), and after a
-# long prompt the steps are a small difference of two large, noisy times (the probe then said 2.6x).
+# long prompt they are a small difference of two large, noisy times (timed there, the probe said
+# 1,031 s for a design iteration the Xeon runs in about 510).
 STEP_PROMPT = 64
 PROBE_REPEATS = 2      # each time is the fastest of this many
 PROBE_UPDATE_LEN = 256  # tokens of each row of the probe's update micro-batch
@@ -49,7 +50,8 @@ PROBE_LAYERS = (1, 3)  # depths timed; the difference is two layers' cost
 # (tests/test_dtypes.py checks that the prompts have not drifted far from them): the designer's
 # prompt with a 60-word document and no memory reference 815-848 (round four's designs, whose
 # memory held 0 or 1 reference: mean 837); an agent's first turn 82-104 on the starter examples,
-# about 63 on round four's designs; a hint's prompt: the design's source and its instructions.
+# about 63 on round four's designs; a hint's prompt: the design's source and its instructions
+# (HINT_INSTRUCTION_TOKENS: an estimate, not measured).
 DESIGN_PROMPT_TOKENS = 840
 TURN_PROMPT_TOKENS = 80
 HINT_INSTRUCTION_TOKENS = 200
