@@ -232,14 +232,6 @@ class Config:
             raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], "preset": name, **overrides})
 
-    @property
-    def design_cap(self) -> int:
-        """Designs one regeneration writes at most (designer/design.py's `cap`), in calls of up to
-        `designs_per_iteration` rows: the invalid slots are written again until `valid_designs`
-        are valid or this many are written; without `valid_designs`, `design_retries` more times."""
-        n = self.designs_per_iteration
-        return (self.design_attempts or 3 * n) if self.valid_designs > 0 else n * (1 + self.design_retries)
-
     def __post_init__(self):
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:

@@ -57,6 +57,14 @@ TURN_PROMPT_TOKENS = 80
 HINT_INSTRUCTION_TOKENS = 200
 
 
+def design_cap(cfg) -> int:
+    """Designs one regeneration writes at most (designer/design.py's `cap`), in calls of up to
+    `designs_per_iteration` rows: the invalid slots are written again until `valid_designs` are
+    valid or this many are written; without `valid_designs`, `design_retries` more times."""
+    n = cfg.designs_per_iteration
+    return (cfg.design_attempts or 3 * n) if cfg.valid_designs > 0 else n * (1 + cfg.design_retries)
+
+
 class Phase(NamedTuple):
     """Generation calls of one phase: `calls` of `rows` chats, each `prompt` tokens plus `new`."""
     rows: int
@@ -77,7 +85,7 @@ class Workload:
     def of(cls, cfg) -> "Workload":
         """ESTIMATES from the run's flags, for an iteration in which the designer runs (with the
         active pool most iterations only play and update: about `--design-every` times cheaper).
-        The designer writes its `design_cap` attempts in calls of `designs_per_iteration` rows and
+        The designer writes its `design_cap(cfg)` attempts in calls of `designs_per_iteration` rows and
         `valid_designs` of them are valid (all of them without that flag), each played K times in
         both arms; the rest of the no-hint budget replays the pool; an episode is one turn at the
         typical prompt length. The update scores every no-hint turn, every valid design and the
@@ -88,7 +96,7 @@ class Workload:
         update = budget * (TURN_PROMPT_TOKENS + cfg.turn_max_new_tokens)
         if cfg.fixed_pool or n == 0:
             return cls((turn(budget),), update, max(1, cfg.micro_batch))
-        attempts = cfg.design_cap
+        attempts = design_cap(cfg)
         valid = min(attempts, cfg.valid_designs or n)
         design = DESIGN_PROMPT_TOKENS, cfg.design_max_new_tokens
         phases = [Phase(n, *design, attempts // n), Phase(attempts % n, *design, 1),

@@ -63,6 +63,7 @@ def phases(cfg) -> list[Phase]:
     from spade_mini.agent import first_message
     from spade_mini.designer import Document, designer_prompt, hint_prompt, skills_for
     from spade_mini.designer.memory import CODE_HEAD_CHARS
+    from spade_mini.policy.dtypes import design_cap
 
     def tokens(chat: list[dict], extra_chars: int = 0) -> int:  # ESTIMATE, with 8 template tokens a message
         return math.ceil((sum(len(m["content"]) for m in chat) + extra_chars) / CHARS_PER_TOKEN) + 8 * len(chat)
@@ -74,7 +75,7 @@ def phases(cfg) -> list[Phase]:
         words = 0 if cfg.no_corpus else cfg.corpus_max_words * WORD_CHARS
         refs = 0 if cfg.no_memory else cfg.memory_references * (CODE_HEAD_CHARS + 300)
         prompt = max(tokens(designer_prompt(s, doc, ""), words + refs) for s in skills_for(cfg.setting))
-        out.append(Phase("design", n, prompt, cfg.design_max_new_tokens, math.ceil(cfg.design_cap / max(1, n)),
+        out.append(Phase("design", n, prompt, cfg.design_max_new_tokens, math.ceil(design_cap(cfg) / max(1, n)),
                          "--design-max-new-tokens"))
         if cfg.hint_source == "policy":
             prompt = tokens(hint_prompt("", "games")) + cfg.design_max_new_tokens  # the source is a design
@@ -183,7 +184,8 @@ def plan_lines(plan: MemoryPlan, cfg) -> list[str]:
                      f"{peak / 2**30:>10.1f}{p.rows * p.new * p.calls:>18,}")
     longest, n, k = longest_sample(cfg), cfg.designs_per_iteration, cfg.plays_per_design
     turns = sum(p.calls for p in phases(cfg) if p.name.startswith("play"))
-    designs = 0 if cfg.fixed_pool else cfg.design_cap  # every attempt is a designer sample
+    from spade_mini.policy.dtypes import design_cap
+    designs = 0 if cfg.fixed_pool else design_cap(cfg)  # every attempt is a designer sample
     samples, trained = designs + n * k * turns, designs * cfg.design_max_new_tokens + n * k * turns * cfg.turn_max_new_tokens
     per = max(1, min(cfg.micro_batch, plan.update_tokens // longest))
     peak = fixed + plan.update_bytes(per * longest)
