@@ -1,6 +1,11 @@
 """bfloat16 on a CPU (spade_mini/policy/dtypes.py): `--dtype auto` picks it only where it measured
 faster, the adapters and their optimizer state stay float32, and in bf16 the sampler and the
 scorer still agree on every token's log-prob (the update is on-policy)."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
 import torch
 from transformers import AutoConfig
 
@@ -188,3 +193,21 @@ def test_sampler_and_scorer_agree_in_bf16_within_a_bound(monkeypatch):
     k1 = (sampled - scored).mean().item()
     assert abs(k1) < 0.02, k1
     assert (sampled - scored).abs().max() < 1.0  # no token scored as if drawn from another distribution
+
+
+def test_the_probe_bench_reads_a_runs_design_iterations(tmp_path):
+    """bench/dtype_probe.py --against RUN holds the estimate against the iterations where the designer
+    ran (design + hint + play + update), not the cheap ones; a run it cannot read gets the fix."""
+    spec = importlib.util.spec_from_file_location("dtype_probe", Path(__file__).parents[1] / "bench" / "dtype_probe.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with pytest.raises(SystemExit, match="make train"):
+        bench.design_iterations(tmp_path)
+    times = {"time_design_s": 300.0, "time_hint_s": 1.0, "time_play_s": 30.0, "time_update_s": 170.0}
+    rows = [{"iteration": 0, "designs": 16, **times}, {"iteration": 1, "designs": 0, **times, "time_design_s": 0.0},
+            {"iteration": 2, "designs": 16, **times, "time_update_s": 20.0}]
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(rows[1]) + "\n")
+    with pytest.raises(SystemExit, match="no iteration where the designer ran"):
+        bench.design_iterations(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert bench.design_iterations(tmp_path) == [(0, 501.0), (2, 351.0)]
