@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from spade_mini.policy.dtypes import design_cap
 from spade_mini.policy.memplan import (KNOWN_SHAPES, MemoryPlan, ModelShape, Need, PlanError, free_bytes, gib,
                                        make_plan, parse_bytes, ram_bytes)
 
@@ -63,7 +64,6 @@ def phases(cfg) -> list[Phase]:
     from spade_mini.agent import first_message
     from spade_mini.designer import Document, designer_prompt, hint_prompt, skills_for
     from spade_mini.designer.memory import CODE_HEAD_CHARS
-    from spade_mini.policy.dtypes import design_cap
 
     def tokens(chat: list[dict], extra_chars: int = 0) -> int:  # ESTIMATE, with 8 template tokens a message
         return math.ceil((sum(len(m["content"]) for m in chat) + extra_chars) / CHARS_PER_TOKEN) + 8 * len(chat)
@@ -184,7 +184,6 @@ def plan_lines(plan: MemoryPlan, cfg) -> list[str]:
                      f"{peak / 2**30:>10.1f}{p.rows * p.new * p.calls:>18,}")
     longest, n, k = longest_sample(cfg), cfg.designs_per_iteration, cfg.plays_per_design
     turns = sum(p.calls for p in phases(cfg) if p.name.startswith("play"))
-    from spade_mini.policy.dtypes import design_cap
     designs = 0 if cfg.fixed_pool else design_cap(cfg)  # every attempt is a designer sample
     samples, trained = designs + n * k * turns, designs * cfg.design_max_new_tokens + n * k * turns * cfg.turn_max_new_tokens
     per = max(1, min(cfg.micro_batch, plan.update_tokens // longest))
