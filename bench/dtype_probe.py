@@ -65,8 +65,8 @@ def main() -> int:
     estimates = {}
     for dtype in (torch.bfloat16, torch.float32):
         found = probe_parts(model_config, dtype, workload)
-        estimates[str(dtype).removeprefix("torch.")] = sum(found.values())
-        print(f"\n{dtype}: the probe's estimate {sum(found.values()):.1f} s")
+        estimates[str(dtype).removeprefix("torch.")] = total = sum(found.values())
+        print(f"\n{dtype}: the probe's estimate {total:.1f} s")
         for name, seconds in found.items():
             print(f"  {name}: {seconds:.1f} s")
     if measured:
