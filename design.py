@@ -8,6 +8,7 @@ as <out>/<id>.py under a header comment with its validation result. The last lin
 summary: the valid fraction and the median prompt and completion token counts.
 """
 import argparse
+import dataclasses
 import random
 import statistics
 import sys
@@ -57,15 +58,14 @@ def main(argv: list[str] | None = None) -> None:
         memory = Memory.seeded(TIERS[cfg.examples][0], max_records=cfg.memory_size)
     from spade_mini.policy import load_policy  # torch loads only after the arguments are checked
     from spade_mini.run.planning import fit_plan
+    from spade_mini.settings import design_settings
     from spade_mini.warmstart import warm_start
     policy = load_policy(cfg)
     fit_plan(policy, cfg)  # the memory plan, on a CPU by need
     if cfg.warm_start_steps > 0:  # the same (cached) warm start as train.py's
         warm_start(policy, cfg, corpus)
-    designs = design_environments(policy, skills, corpus, memory, random.Random(cfg.seed),
-                                  max_new_tokens=cfg.design_max_new_tokens,
-                                  temperature=cfg.temperature, iteration=0,
-                                  references=cfg.memory_references, require_solution=cfg.require_solution)
+    one_pass = dataclasses.replace(design_settings(cfg), until_valid=0, retries=0)  # the run's gate, one attempt a slot
+    designs = design_environments(policy, skills, corpus, memory, random.Random(cfg.seed), one_pass, iteration=0)
     print(write_designs(designs, args.out))
 
 

@@ -28,7 +28,7 @@ def eval_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suites", default=",".join(SUITES), help="comma separated: " + ", ".join(SUITES))
     p.add_argument("--tiers", help="comma separated: " + ", ".join(TIERS) + " (default per preset)")
-    p.add_argument("--suite-dir", help=f"a suite folder written by python -m spade_mini.export: adds "
+    p.add_argument("--suite-dir", help=f"a suite folder written by python -m spade_mini.adapters.export: adds "
                                        f"the suite `{GENERATED}`, its environments played like held-out ones")
     p.add_argument("--checkpoints", nargs="+", default=[],
                    help="runs/<name>/checkpoint-<i> folders (space or comma separated, globs allowed)")
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     if args.suite_dir is not None:
-        from spade_mini.registration import read_suite
+        from spade_mini.adapters.registration import read_suite
         try:
             read_suite(args.suite_dir)
         except (OSError, ValueError) as e:
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
             return 2
         suites += [GENERATED] * (GENERATED not in suites)
     elif GENERATED in suites:
-        print(f"error: the suite {GENERATED} needs --suite-dir FOLDER (written by python -m spade_mini.export).",
+        print(f"error: the suite {GENERATED} needs --suite-dir FOLDER (written by python -m spade_mini.adapters.export).",
               file=sys.stderr)
         return 2
     sizes = {**EVAL_PRESETS.get(cfg.preset, {})}

@@ -1,9 +1,9 @@
 """SPADE self-play training: the policy designs environments, plays them, and learns from both.
 
-    python train.py                        # cpu-smoke on a CPU, the gpu preset when CUDA is there
+    python train.py                        # the cpu preset on a CPU, the gpu preset when CUDA is there
     python train.py --preset gpu --model Qwen/Qwen3-4B-Instruct-2507 --name qwen4b
     python train.py --name qwen4b --resume # continue a killed run from its last checkpoint
-    torchrun --standalone --nproc-per-node 4 train.py --preset gpu   # data parallel, 4 GPUs
+    torchrun --standalone --nproc-per-node 4 train.py --preset gpu --pool-keep false   # data parallel, 4 GPUs
 
 Each iteration (spade_mini/loop.py): the designer writes environments until K are valid (every
 R iterations, or when the active pool is short), the sandbox validates them, the agent plays K
@@ -46,7 +46,9 @@ from spade_mini.run.row import peak_memory_mb  # noqa: E402
 from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
+from spade_mini.fill import own_examples  # noqa: E402
 from spade_mini.pool import Pool  # noqa: E402
+from spade_mini.settings import gate_settings  # noqa: E402
 from spade_mini.run import iteration_records, random_streams  # noqa: E402
 from spade_mini.run.resume import StopSignals, restore  # noqa: E402
 from spade_mini.run.planning import fit_plan  # noqa: E402
@@ -70,9 +72,9 @@ except distributed.DistributedError as e:
     fail(str(e))
 main, world = distributed.is_main(), distributed.world_size()
 say = print if main else (lambda *args, **kwargs: None)
-if world > 1 and cfg.pool_max_age > 0 and not (cfg.fixed_pool and cfg.plain_fixed_pool):
-    fail("the active pool runs in one process; under torchrun add --pool-max-age 0 (each environment "
-         "is then played in one iteration only), or with --fixed-pool add --plain-fixed-pool.")
+if world > 1 and cfg.pool_keep:
+    fail("a pool kept from one iteration to the next lives in one process; under torchrun add --pool-keep false "
+         "(each iteration's pool then holds only what that iteration filled).")
 if cfg.designs_per_iteration < world:
     fail(f"--designs-per-iteration {cfg.designs_per_iteration} leaves a process without a design; "
          f"give at least {world}, one per process.")
@@ -98,13 +100,17 @@ except (SkillError, CorpusError, ModelError, PlanError) as e:
     fail(str(e))
 say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets
 optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
-memory = None if cfg.no_memory else Memory.seeded(TIERS[cfg.examples][0], max_records=cfg.memory_size)
+try:  # the examples' filler puts these in the pool: the tier's, or the user's own once they pass the gate
+    examples = (own_examples(cfg.examples_dir, [s.key for s in skills], gate_settings(cfg), policy.count_tokens, say)
+                if cfg.examples_dir else tier(cfg.examples, cfg.setting))
+    memory = None if cfg.no_memory else Memory.seeded(examples if cfg.examples_dir else TIERS[cfg.examples][0],
+                                                      max_records=cfg.memory_size)
+except ValueError as e:
+    fail(str(e))
 # every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
 state = State(policy, optimizer, skills, corpus, memory, random.Random(distributed.rank_seed(cfg.seed)),
-              examples=tier(cfg.examples, cfg.setting),  # the fixed pool's environments, this setting's
+              examples=examples, pool=Pool.from_config(cfg),
               probe_sources=[e.source for e in tier(cfg.examples, cfg.setting, held_out=True)])
-if cfg.pool_max_age > 0 and not (cfg.fixed_pool and cfg.plain_fixed_pool):  # environments at the agent's edge
-    state.active_pool = Pool.from_config(cfg)
 if distributed.rank() > 0:  # rank 0 (and one process) keeps the stream --seed started above
     torch.manual_seed(distributed.rank_seed(cfg.seed))
 
@@ -147,7 +153,7 @@ def save(iteration: int):
     streams = distributed.all_gather(random_streams(state.rng))  # every rank's own, for an exact resume
     if main:
         run.save_checkpoint(iteration, policy, optimizer, state.memory, state.potential, streams,
-                            state.active_pool)
+                            state.pool)
         run.remove_old_checkpoints(cfg.keep_checkpoints)
 
 
@@ -178,9 +184,10 @@ try:
     if cfg.check_weights_every > 0:
         check_identical("at the start")
     for it in bar:
-        row, designs, _, episodes, scores = one_iteration(state, cfg, progress if main else None)
+        record = one_iteration(state, cfg, progress if main else None)
+        row = record.row
         # rank 0 writes every rank's sample rows and environments, in slot order, designs first
-        samples, envs = iteration_records(it, designs, episodes, scores)
+        samples, envs = iteration_records(it, record.designs, record.episodes, record.scores)
         samples = sorted(distributed.gather_concat(samples)[0], key=lambda r: r["kind"] != "design")
         envs = distributed.gather_concat(envs)[0]
         if cfg.check_weights_every > 0 and (it + 1) % cfg.check_weights_every == 0:
@@ -193,7 +200,7 @@ try:
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         bar.set_postfix(valid=fmt(row["valid_fraction"]), regret=fmt(row["regret"]),
                         ret=fmt(row["no_hint_return"]), informative=row["informative_episodes"],
-                        **({"pool": row["pool_size"]} if "pool_size" in row else {}))
+                        pool=row["pool_size"])
         # every rank stops after the same iteration: the first signal that any of them received
         signals = [s for got in distributed.all_gather(stops.received[:1]) for s in got]
         if (it + 1) % save_every == 0 or it + 1 == cfg.iterations or signals:

@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
-from spade_mini.agent import Job, play_episodes  # noqa: E402
+from spade_mini.agent import Job, PlaySettings, play_episodes  # noqa: E402
 from spade_mini.config import Config  # noqa: E402
 from spade_mini.envs import EXAMPLES  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
@@ -36,7 +36,8 @@ MULTI_TURN_GAME = "guess_number"  # wrong guesses do not end it: episodes last u
 
 
 class TimedPolicy:
-    """Forwards to a policy's `generate` only (today's path) and adds up the time spent in it."""
+    """The agent's turns through the policy's `generate` (each turn decodes its whole chat
+    again, nothing kept between turns), the time spent in it added up."""
 
     def __init__(self, policy, go_on: bool = False):
         self.policy, self.go_on, self.generate_s, self.calls = policy, go_on, 0.0, 0
@@ -56,9 +57,15 @@ class TimedPolicy:
     def generate(self, chats, max_new_tokens, temperature=None, tools=None):
         return self.timed(self.policy.generate, chats, max_new_tokens, temperature=temperature, tools=tools)
 
+    def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
+        return self.generate(chats, max_new_tokens, temperature)
+
+    def acting_as(self, role):
+        return self.policy.acting_as(role)
+
 
 class TimedContinuing(TimedPolicy):
-    """Also forwards `continue_chats`, which the agent then uses for its turns."""
+    """The agent's turns through the policy's `continue_chats`: each episode's keys and values kept."""
 
     def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
         return self.timed(self.policy.continue_chats, chats, max_new_tokens, temperature=temperature, keys=keys)
@@ -95,8 +102,7 @@ def run(timed, groups: list[list[Job]], max_turns: int, max_new_tokens: int):
     policy = timed.policy
     before = (policy.tokens_generated, policy.tokens_prefilled, policy.tokens_decoded, policy.tokens_reused)
     t0 = time.perf_counter()
-    episodes = [ep for jobs in groups for ep in play_episodes(
-        timed, jobs, max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=0)]
+    episodes = [ep for jobs in groups for ep in play_episodes(timed, jobs, PlaySettings(max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=0))]
     wall = time.perf_counter() - t0
     after = (policy.tokens_generated, policy.tokens_prefilled, policy.tokens_decoded, policy.tokens_reused)
     return wall, [a - b for a, b in zip(after, before)], episodes

@@ -20,9 +20,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "tests")]
 from hostile import SIMPLE, stalling  # noqa: E402  (the hostile tests' sources)
-from test_adversary import Reply  # noqa: E402  (a policy that answers at once)
+from scripted import ScriptedPlayer  # noqa: E402  (the tests' scripted player: it answers at once)
 
-from spade_mini.agent import DESIGN_BUDGET_S, Job, play_episodes  # noqa: E402
+from spade_mini.agent import DESIGN_BUDGET_S, Job, PlaySettings, play_episodes  # noqa: E402
+from spade_mini.policy import tiny_model  # noqa: E402
 from spade_mini.sandbox import SandboxLimits, start_envs, step_envs  # noqa: E402
 
 ACTION = "\\boxed{0}"  # never the digit: every episode plays all 10 turns
@@ -43,8 +44,9 @@ def turn_seconds(envs, together: bool) -> float:
 
 
 def play_seconds(jobs, limits) -> tuple[float, list]:
+    player = ScriptedPlayer(tiny_model(), ACTION)
     start = time.perf_counter()
-    episodes = play_episodes(Reply(ACTION), jobs, max_turns=10, limits=limits)
+    episodes = play_episodes(player, jobs, PlaySettings(max_turns=10, limits=limits))
     return time.perf_counter() - start, episodes
 
 

@@ -41,7 +41,7 @@ def trl_reward(completions, **kwargs) -> list[float]:
 def our_step(policy, optimizer, go_on: bool) -> tuple[float, bool]:
     """One step of ours on the workload: sample, reward, baseline, update.
     Returns (seconds, whether the update was skipped)."""
-    from spade_mini.reinforce import Sample, update
+    from spade_mini.reinforce import Sample, UpdateSettings, update
     from spade_mini.reward import group_advantages
     t0 = time.perf_counter()
     chats = [[{"role": "user", "content": p}] for p in PROMPTS for _ in range(GENERATIONS)]
@@ -49,7 +49,7 @@ def our_step(policy, optimizer, go_on: bool) -> tuple[float, bool]:
     outs = sample(chats, MAX_NEW_TOKENS)
     advantages = group_advantages([reward(o.text) for o in outs], [i // GENERATIONS for i in range(len(outs))])
     samples = [Sample(o.prompt_ids, o.completion_ids, a, "agent", o.sampling) for o, a in zip(outs, advantages)]
-    stats = update(policy, samples, optimizer, micro_batch=MICRO_BATCH, max_grad_norm=1.0)
+    stats = update(policy, samples, optimizer, UpdateSettings(micro_batch=MICRO_BATCH, max_grad_norm=1.0))
     return time.perf_counter() - t0, stats.skipped is not None
 
 

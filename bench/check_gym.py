@@ -3,7 +3,7 @@
     python bench/check_gym.py [SUITE_FOLDER ...]
 
 For each id that importing spade_mini registers (and those of any suite folder written by
-`python -m spade_mini.export`, registered with `register_suite`), it builds the environment with
+`python -m spade_mini.adapters.export`, registered with `register_suite`), it builds the environment with
 `gym.make`, runs gymnasium's `check_env` on it with every gymnasium warning turned into a failure,
 and checks that `reset(seed=123)` then two `reset()` calls give the same observations in a second,
 fresh instance. It prints one row per id (pass or the first failure, max_episode_steps, seconds)

@@ -17,9 +17,10 @@ sys.path.insert(0, str(ROOT))
 
 from spade_mini.evaluation import curve  # noqa: E402
 
-# spade and fixed share the active pool with levels (they differ only in who writes its environments);
-# plain is the fixed rotation of earlier rounds (no levels, no pool moves), for reading against them.
-ARMS = {"spade": [], "fixed": ["--fixed-pool"], "plain": ["--fixed-pool", "--plain-fixed-pool"]}
+# Every arm shares the active pool with levels; they differ only in what fills it (--pool-fill).
+# "plain" (round four's fixed rotation, no levels) is read from the summary, no longer run.
+ARMS = {"spade": ["--pool-fill", "designs"], "fixed": ["--pool-fill", "examples"], "both": ["--pool-fill", "both"]}
+ORDER = (*ARMS, "plain")  # how the table lists arms
 VERSION = 2  # the summary's schema: item outcomes packed per point (curve.pack)
 KEPT = ("iteration", "valid_fraction", "valid_designs", "designs", "regret", "no_hint_return", "hint_return",
         "informative_episodes", "no_hint_episodes", "pool_size", "pool_level_mean", "pool_level_max",
@@ -112,7 +113,7 @@ def arm_table(runs: dict[str, dict]) -> dict:
     """Per arm over its seeds: start, last point and paired delta (and each transfer suite's),
     each the mean over seeds with a 95% t interval."""
     out = {}
-    for arm in sorted({arm_seed(k)[0] for k in runs}, key=list(ARMS).index):
+    for arm in sorted({arm_seed(k)[0] for k in runs}, key=ORDER.index):
         mine = [s for k, s in runs.items() if arm_seed(k)[0] == arm]
         lasts = [s["points"][-1] for s in mine]
         row = {"runs": len(mine), "finished": sum(s["finished"] for s in mine),

@@ -24,6 +24,7 @@ above 2/3. About 700 designs a prompt see that at a valid fraction near 0.1.
 """
 import argparse
 import collections
+import dataclasses
 import json
 import random
 import sys
@@ -42,7 +43,7 @@ from spade_mini.envs import STAGES, TIERS  # noqa: E402
 from spade_mini.evaluation.intervals import interval, ratio_interval  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
 from spade_mini.run.planning import fit_plan  # noqa: E402
-from spade_mini.sandbox import SandboxLimits  # noqa: E402
+from spade_mini.settings import design_settings  # noqa: E402
 
 LADDER = ("no_code", *STAGES, "duplicate")
 
@@ -78,17 +79,14 @@ def main() -> int:
     memory = Memory.seeded(TIERS[cfg.examples][0])
     skills = skills_for(cfg.setting, cfg.skills or None)
     t0, designs = time.time(), []
+    one_pass = dataclasses.replace(design_settings(cfg), until_valid=0, retries=0)  # the run's gate, one attempt a slot
     if done:
         print(f"continuing {args.samples}: {len(done)} designs already written", flush=True)
     for start in range(len(done), args.designs, args.batch):
         rng = random.Random(f"{cfg.seed}-{start}")  # each batch its own draws: a continued run matches
         torch.manual_seed(cfg.seed * 100_003 + start)
         batch = [skills[(start + i) % len(skills)] for i in range(min(args.batch, args.designs - start))]
-        new = design_environments(
-            policy, batch, corpus, memory, rng, max_new_tokens=cfg.design_max_new_tokens,
-            temperature=cfg.temperature, iteration=0, limits=SandboxLimits(), first_slot=start,
-            references=cfg.memory_references, require_solution=cfg.require_solution,
-            min_instances=cfg.plays_per_design, levels=cfg.design_levels)
+        new = design_environments(policy, batch, corpus, memory, rng, one_pass, iteration=0, first_slot=start)
         designs += new
         if args.samples:
             with args.samples.open("a", encoding="utf-8") as f:

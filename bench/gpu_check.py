@@ -44,9 +44,9 @@ from spade_mini.designer import (  # noqa: E402
     skill_schedule,
     skills_for,
 )
-from spade_mini.policy import KNOWN_SHAPES, acting_as, continue_chats, embedded_checkpoint, policy_from_model  # noqa: E402
+from spade_mini.policy import KNOWN_SHAPES, embedded_checkpoint, policy_from_model  # noqa: E402
 from spade_mini.policy.chunks import chunk_rows  # noqa: E402
-from spade_mini.reinforce import Sample, make_optimizer, micro_batches, update  # noqa: E402
+from spade_mini.reinforce import Sample, UpdateSettings, make_optimizer, micro_batches, update  # noqa: E402
 
 SHAPE = KNOWN_SHAPES[Config.from_preset("gpu").model]  # the preset model's numbers, in one place
 QWEN3_4B = dict(hidden_size=SHAPE.hidden, intermediate_size=SHAPE.intermediate, num_hidden_layers=SHAPE.layers,
@@ -167,7 +167,7 @@ def main() -> None:
         policy.generate(design_chats[:1], 1, temperature=0)
         Phase.baseline = resident_bytes() - plan.weights_bytes
 
-    with Phase(device) as phase, acting_as(policy, "designer"):
+    with Phase(device) as phase, policy.acting_as("designer"):
         designs = policy.generate(design_chats, sizes["design_tokens"], temperature=cfg.temperature)
     kept = sum(len(d.completion_ids) for d in designs)
     planned = planned_generation(plan, [len(d.prompt_ids) for d in designs], sizes["design_tokens"])
@@ -182,9 +182,9 @@ def main() -> None:
             lengths = [len(policy.prompt_ids(chat)) for chat in chats]
             held = min(plan.chat_cache_bytes, plan.position_bytes * sum(n + sizes["turn_tokens"] for n in lengths))
             planned = max(planned, planned_generation(plan, lengths, sizes["turn_tokens"], held))
-            with acting_as(policy, "agent"):
-                outs = continue_chats(policy, chats, sizes["turn_tokens"], keys=list(range(episodes)),
-                                      temperature=cfg.temperature)
+            with policy.acting_as("agent"):
+                outs = policy.continue_chats(chats, sizes["turn_tokens"], keys=list(range(episodes)),
+                                             temperature=cfg.temperature)
             turns.append(outs)
             for chat, out in zip(chats, outs):
                 chat += [{"role": "assistant", "content": out.text}, {"role": "user", "content": OBSERVATION}]
@@ -201,7 +201,7 @@ def main() -> None:
     largest = max(len(b) * max(len(s.prompt_ids) + len(s.completion_ids) for s in b)
                   for _, b in micro_batches(samples, sizes["micro_batch"], plan))
     with Phase(device) as phase:
-        stats = update(policy, samples, optimizer, micro_batch=sizes["micro_batch"], max_grad_norm=cfg.max_grad_norm)
+        stats = update(policy, samples, optimizer, UpdateSettings(micro_batch=sizes["micro_batch"], max_grad_norm=cfg.max_grad_norm))
     planned = plan.weights_bytes + plan.state_bytes + plan.update_bytes(largest)
     report("update", phase, stats.tokens, "trained tok", planned,
            f"{len(samples)} samples, micro-batches up to {largest} padded tokens, grad norm {stats.grad_norm:.3g}")

@@ -5,9 +5,9 @@ warm start, the cached warm start) and trains for the same iterations with the s
 and the same no-hint episodes per iteration, under its own --seed:
 
     spade  the policy designs environments (shown the tier's examples in its memory), plays them
-           with and without a hint, replays its active pool, and both roles learn;
-    fixed  the same active pool with levels, filled with the tier's examples (`--fixed-pool`): no designer;
-    plain  (only when asked: `--arms plain`) the earlier rounds' fixed rotation, no levels (`--fixed-pool --plain-fixed-pool`).
+           with and without a hint, replays its active pool, and both roles learn (`--pool-fill designs`);
+    fixed  the same active pool with levels, filled with the tier's examples: no designer (`--pool-fill examples`);
+    both   the pool starts with the examples and the designer adds to them (`--pool-fill both`).
 
 The starting policy is evaluated once (`train.py --iterations 0`): it is the same for every run
 (a LoRA adapter starts as a no-op, and evaluation is greedy). Then every `--eval-every`
@@ -118,14 +118,14 @@ def plot(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 5, figsize=(21, 3.8))
-    colours = {"spade": "tab:blue", "fixed": "tab:orange", "plain": "tab:gray"}
+    colours = {"spade": "tab:blue", "fixed": "tab:orange", "both": "tab:green", "plain": "tab:gray"}
     for key, s in summary["runs"].items():
         arm, pts = arm_seed(key)[0], s["points"]
         for ax, x in ((axes[0], "iteration"), (axes[1], "seconds")):
             xs = [p[x] for p in pts]
             ax.plot(xs, [p["solve_rate"] for p in pts], marker="o", ms=3, color=colours[arm], label=key)
             ax.fill_between(xs, [p["low"] for p in pts], [p["high"] for p in pts], color=colours[arm], alpha=0.12)
-        for ax, k, arms in ((axes[2], "valid_fraction", ("spade",)), (axes[3], "regret", ("spade",)),
+        for ax, k, arms in ((axes[2], "valid_fraction", ("spade", "both")), (axes[3], "regret", ("spade", "both")),
                             (axes[4], "no_hint_return", tuple(ARMS))):
             got = [(r["iteration"], r[k]) for r in s["iterations"] if r.get(k) is not None]
             if arm in arms and got:  # None: the designer did not run, or the fixed pool has no hint arm

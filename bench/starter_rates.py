@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from spade_mini import warmstart  # noqa: E402
-from spade_mini.agent import Job, play_episodes, play_settings  # noqa: E402
+from spade_mini.agent import Job, play_episodes  # noqa: E402
+from spade_mini.settings import play_settings  # noqa: E402
 from spade_mini.cli import main_config  # noqa: E402
 from spade_mini.designer import Corpus  # noqa: E402
 from spade_mini.envs import EXAMPLES, STARTER, STARTER_HELDOUT  # noqa: E402
@@ -79,7 +80,7 @@ def main() -> int:
     t0, episodes = time.time(), []
     torch.manual_seed(cfg.seed)
     for start in range(0, len(jobs), args.batch):
-        episodes += play_episodes(policy, jobs[start:start + args.batch], **play_settings(cfg))
+        episodes += play_episodes(policy, jobs[start:start + args.batch], play_settings(cfg))
         print(f"played {len(episodes)}/{len(jobs)} episodes ({time.time() - t0:.0f} s)", flush=True)
 
     rows = []

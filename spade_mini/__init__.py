@@ -6,7 +6,7 @@ the designer from hint-based regret. Start reading at `train.py`, then `spade_mi
 
 Importing the package registers the bundled environments with gymnasium (`spade_mini/<Name>-v0`,
 held-out ones as `spade_mini_heldout/<Name>-v0`); `register_suite(folder)` registers a suite
-exported from a run (spade_mini/registration.py). Registration starts no process.
+exported from a run (spade_mini/adapters/registration.py). Registration starts no process.
 
 Shape legend, for every tensor comment in the package (`x = ...  # (B, T)`):
     B  sequences (rows) of a batch            T  token positions of a padded batch
@@ -17,7 +17,7 @@ Shape legend, for every tensor comment in the package (`x = ...  # (B, T)`):
     h  key/value heads                        d  head size
     k  tokens that top-k keeps
 """
-from spade_mini.registration import register_bundled, register_suite
+from spade_mini.adapters.registration import register_bundled, register_suite
 
 __version__ = "0.1.0"
 __all__ = ["register_suite", "register_bundled"]

@@ -1,14 +1,15 @@
 """The agent: play environments turn by turn, all episodes in lockstep.
 
-`play_episodes(policy, jobs, ...)` starts one sandboxed environment per job, and then, each
+`play_episodes(policy, jobs, settings)` starts one sandboxed environment per job, and then, each
 turn, puts every live episode's chat into ONE batched `continue_chats` call (finished episodes
 drop out; within the call each row stops at its EOS and each episode reuses the keys and values
-of its previous turn; a policy without that method gets `generate`). Batching is the main speed
-lever even on a CPU. A job names the environment source, the
-seed, and the arm: `no_hint` (trained) or `hint` (the privileged hint, read beforehand outside
-the children that play, is appended to the first observation; never trained). The same seeds
-are played in both arms, so regret is a paired difference, and a child that plays is asked the
-same calls in either arm: it cannot tell which arm it is in.
+of its previous turn). Batching is the main speed lever even on a CPU. A job names the
+environment source, the seed, the level and the arm: `no_hint` (trained) or `hint` (the
+privileged hint, read beforehand outside the children that play, is appended to the first
+observation; never trained). A `Playable` (an environment an iteration plays) makes its jobs:
+fresh seeds for the no-hint arm, or the same seeds in both arms, so regret is a paired
+difference, and a child that plays is asked the same calls in either arm: it cannot tell which
+arm it is in. `PlaySettings` are the rules every play follows (training, the curve, evaluation).
 
 The children of a turn are reset and stepped at once (sandbox.reset_envs / step_envs), so a
 turn waits for its slowest child, not for the sum; and each design has `design_budget_s`
@@ -25,12 +26,13 @@ Omitted: rewards for the designer (reward/) and anything about training (reinfor
 from __future__ import annotations
 
 import json
+import random
 import time
 from dataclasses import dataclass, field
 
 from spade_mini.config import DEFAULTS
-from spade_mini.envs.actions import RAW_ACTION_CHARS, as_written, extract_action, last_boxed  # noqa: F401  (the agent's face)
-from spade_mini.policy import PLAIN, Sampling, acting_as, continue_chats
+from spade_mini.envs.actions import RAW_ACTION_CHARS, extract_action, last_boxed  # noqa: F401  (the agent's face)
+from spade_mini.policy import PLAIN, Sampling
 from spade_mini.reward import episode_return
 from spade_mini.sandbox import (EnvTimeout, SandboxedEnv, SandboxError, SandboxLimits, reset_envs,
                                 start_envs, step_envs)
@@ -62,6 +64,47 @@ class Job:
     def group(self) -> str:
         """The baseline group of its returns: one environment at one level."""
         return self.design_id if self.level == 0 else f"{self.design_id}@{self.level}"
+
+
+@dataclass
+class Playable:
+    """An environment the agent plays this iteration: a new design, or one of the pool's."""
+    id: str
+    skill: str
+    setting: str
+    source: str
+    design: object | None = None   # the Design, when the designer wrote it this iteration
+    plays: int = 0                 # its no-hint episodes this iteration
+    level: int = 0                 # the difficulty level it is played at
+    levels: int = 1                # how many it has
+
+    def jobs(self, rng: random.Random) -> list[Job]:
+        """Its `plays` no-hint episodes, each on a fresh seed from `rng`, at its level."""
+        return [Job(self.source, rng.randrange(2**31), "no_hint", None, self.id, self.level) for _ in range(self.plays)]
+
+    def paired_jobs(self, seeds: list[int], hints: list[str | None]) -> list[Job]:
+        """Both arms on the same seeds (a seed without a hint plays the no-hint arm only)."""
+        jobs = []
+        for seed, hint in zip(seeds, hints):
+            jobs.append(Job(self.source, seed, "no_hint", None, self.id, self.level))
+            if hint is not None:
+                jobs.append(Job(self.source, seed, "hint", hint, self.id, self.level))
+        return jobs
+
+
+@dataclass(frozen=True)
+class PlaySettings:
+    """How every episode is played (settings.play_settings builds it from a Config): training,
+    the curve and held-out evaluation play under the same rules."""
+    max_turns: int = DEFAULTS.max_turns
+    max_new_tokens: int = DEFAULTS.turn_max_new_tokens  # tokens of one agent turn
+    max_context_tokens: int = DEFAULTS.max_context_tokens
+    limits: SandboxLimits | None = None
+    return_mode: str = DEFAULTS.return_mode
+    crash_reward: float = DEFAULTS.crash_reward
+    template: str = DEFAULTS.agent_template
+    temperature: float | None = None  # None: the policy's own
+    design_budget_s: float = DESIGN_BUDGET_S
 
 
 @dataclass
@@ -112,109 +155,35 @@ def first_message(obs: str, tools: list[dict] | None, hint: str | None,
     return GAME_TEMPLATES[template].format(obs=obs)
 
 
-def turn_budget(policy, max_new_tokens: int):
-    """validate_env's `action_fits` for this run: why one action cannot be written in one turn of
-    `max_new_tokens` tokens (the action as the agent writes it, boxed unless it is already or is
-    tool markup, and the end of the turn), or None. A policy that
-    counts no tokens (a scripted one in tests) gets no check."""
-    count = getattr(policy, "count_tokens", None)
-    if count is None:
-        return None
-
-    def fits(action: str) -> str | None:
-        written = as_written(action)
-        needed = count(written) + 1  # as the agent writes it (a game's box, or its tool markup), and EOS
-        return None if needed <= max_new_tokens else (
-            f"the action {action[:60]!r} takes {needed} tokens with the end of the turn, more than "
-            f"the {max_new_tokens} the agent may write in one turn of this run")
-    return fits
-
-
-def play_settings(cfg) -> dict:
-    """The keyword arguments of `play_episodes` that a Config sets: training, the fixed-set curve
-    and held-out evaluation play under the same rules."""
-    return dict(max_turns=cfg.max_turns, max_new_tokens=cfg.turn_max_new_tokens,
-                max_context_tokens=cfg.max_context_tokens, limits=SandboxLimits(call_timeout_s=cfg.step_timeout_s),
-                return_mode=cfg.return_mode, crash_reward=cfg.crash_reward, template=cfg.agent_template)
-
-
-def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turns,
-                  max_new_tokens: int = DEFAULTS.turn_max_new_tokens,
-                  max_context_tokens: int = DEFAULTS.max_context_tokens, limits: SandboxLimits | None = None,
-                  return_mode: str = DEFAULTS.return_mode, crash_reward: float = DEFAULTS.crash_reward,
-                  temperature: float | None = None, on_turn=None,
-                  template: str = DEFAULTS.agent_template,
-                  design_budget_s: float = DESIGN_BUDGET_S) -> list[Episode]:
-    """Play every job to its end, advancing all live episodes one turn per batched call."""
+def play_episodes(policy, jobs: list[Job], settings: PlaySettings = PlaySettings(), on_turn=None) -> list[Episode]:
+    """Play every job to its end, advancing all live episodes one turn per batched call;
+    `on_turn(turn, live)` after each turn."""
     episodes = [Episode(job=j) for j in jobs]
     envs: list[SandboxedEnv | None] = [None] * len(jobs)
-    clock = Budget(design_budget_s, (limits or SandboxLimits()).call_timeout_s)
-    live: list[int] = []
+    clock = Budget(settings.design_budget_s, (settings.limits or SandboxLimits()).call_timeout_s)
     try:
-        started = start_envs([ep.job.source for ep in episodes], limits=limits)  # load in parallel
-        envs = [env if isinstance(env, SandboxedEnv) else None for env in started]
-        loaded = [i for i in range(len(jobs)) if envs[i] is not None]
-        for i in [i for i in range(len(jobs)) if envs[i] is None]:  # like a failed reset
-            _end(episodes[i], f"reset failed: {type(started[i]).__name__}: {started[i]}",
-                 crash="reset", crash_reward=crash_reward)
-        replies = clock.run(episodes, loaded, lambda idx, ends: reset_envs(
-            [envs[i] for i in idx], [episodes[i].job.seed for i in idx], ends,
-            [episodes[i].job.level for i in idx]))
-        for i, out in zip(loaded, replies):
-            ep = episodes[i]
-            if isinstance(out, SandboxError):
-                _end(ep, clock.reason("reset", ep, out), crash=clock.crash("reset", ep, out),
-                     crash_reward=crash_reward)
-                continue
-            obs, info = out
-            hint = ep.job.hint if ep.job.arm == "hint" else None  # the trained arm never sees it
-            ep.hint_shown = bool(hint)
-            ep.tools = info.get("tools") or None
-            ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint, template)})
-            live.append(i)
-        for turn in range(max_turns):
-            if not live:
-                break
+        live = _start(episodes, envs, clock, settings)
+        for turn in range(settings.max_turns):
             prompts = {i: policy.prompt_ids(episodes[i].messages) for i in live}
-            for i in [i for i in live if len(prompts[i]) + max_new_tokens > max_context_tokens]:
+            for i in [i for i in live if len(prompts[i]) + settings.max_new_tokens > settings.max_context_tokens]:
                 _end(episodes[i], "context")  # the next turn could not fit: truncated
                 live.remove(i)
             if not live:
                 break
-            with acting_as(policy, "agent"):
-                outs = continue_chats(policy, [episodes[i].messages for i in live], max_new_tokens,
-                                      temperature=temperature, keys=[id(episodes[i]) for i in live])
+            with policy.acting_as("agent"):
+                outs = policy.continue_chats([episodes[i].messages for i in live], settings.max_new_tokens,
+                                             temperature=settings.temperature, keys=[id(episodes[i]) for i in live])
             acting = []
             for i, out in zip(live, outs):
                 ep = episodes[i]
                 ep.messages.append({"role": "assistant", "content": out.text})
                 action = extract_action(out.text, tool_use=ep.tools is not None)
-                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0, out.sampling,
-                                     out.finished))
-                if not out.finished:  # a turn that never stopped is cut: nothing reaches the env
+                ep.turns.append(Turn(prompts[i], out.completion_ids, action, 0.0, out.sampling, out.finished))
+                if out.finished:
+                    acting.append(i)
+                else:  # a turn that never stopped is cut: nothing reaches the environment
                     _end(ep, "no_eos")
-                    continue
-                acting.append(i)
-            replies = clock.run(episodes, acting, lambda idx, ends: step_envs(
-                [envs[i] for i in idx], [episodes[i].turns[-1].action for i in idx], ends))
-            still = []
-            for i, out in zip(acting, replies):
-                ep = episodes[i]
-                if isinstance(out, SandboxError):
-                    _end(ep, clock.reason("step", ep, out), crash="step", crash_reward=crash_reward)
-                    continue
-                obs, reward, terminated, truncated, _ = out
-                ep.turns[-1].reward = reward
-                if terminated or truncated:
-                    ep.messages.append({"role": "user", "content": obs})
-                    _end(ep, ("won" if reward > 0 else "lost") if terminated else "truncated",
-                         terminated=terminated)
-                elif turn == max_turns - 1:
-                    _end(ep, "turn_cap")
-                else:
-                    ep.messages.append({"role": "user", "content": obs})
-                    still.append(i)
-            live = still
+            live = _step(episodes, envs, clock, acting, last=turn == settings.max_turns - 1, settings=settings)
             if on_turn:
                 on_turn(turn, len(live))
     finally:
@@ -223,8 +192,59 @@ def play_episodes(policy, jobs: list[Job], *, max_turns: int = DEFAULTS.max_turn
                 env.close()
     for ep in episodes:
         if ep.crashed is None:
-            ep.ret = episode_return(ep.rewards, ep.terminated, mode=return_mode)
+            ep.ret = episode_return(ep.rewards, ep.terminated, mode=settings.return_mode)
     return episodes
+
+
+def _start(episodes: list[Episode], envs: list, clock: Budget, settings: PlaySettings) -> list[int]:
+    """Load and reset every episode's environment at once (a failure ends only its episode);
+    the episodes now live, each with its first message."""
+    started = start_envs([ep.job.source for ep in episodes], limits=settings.limits)  # load in parallel
+    envs[:] = [env if isinstance(env, SandboxedEnv) else None for env in started]
+    loaded = [i for i in range(len(episodes)) if envs[i] is not None]
+    for i in [i for i in range(len(episodes)) if envs[i] is None]:  # like a failed reset
+        _end(episodes[i], f"reset failed: {type(started[i]).__name__}: {started[i]}", crash="reset",
+             crash_reward=settings.crash_reward)
+    replies = clock.run(episodes, loaded, lambda idx, ends: reset_envs(
+        [envs[i] for i in idx], [episodes[i].job.seed for i in idx], ends, [episodes[i].job.level for i in idx]))
+    live = []
+    for i, out in zip(loaded, replies):
+        ep = episodes[i]
+        if isinstance(out, SandboxError):
+            _end(ep, clock.reason("reset", ep, out), crash=clock.crash("reset", ep, out),
+                 crash_reward=settings.crash_reward)
+            continue
+        obs, info = out
+        hint = ep.job.hint if ep.job.arm == "hint" else None  # the trained arm never sees it
+        ep.hint_shown = bool(hint)
+        ep.tools = info.get("tools") or None
+        ep.messages.append({"role": "user", "content": first_message(obs, ep.tools, hint, settings.template)})
+        live.append(i)
+    return live
+
+
+def _step(episodes: list[Episode], envs: list, clock: Budget, acting: list[int], *, last: bool,
+          settings: PlaySettings) -> list[int]:
+    """Step the acting episodes' environments at once with their last actions; those still live."""
+    replies = clock.run(episodes, acting, lambda idx, ends: step_envs(
+        [envs[i] for i in idx], [episodes[i].turns[-1].action for i in idx], ends))
+    still = []
+    for i, out in zip(acting, replies):
+        ep = episodes[i]
+        if isinstance(out, SandboxError):
+            _end(ep, clock.reason("step", ep, out), crash="step", crash_reward=settings.crash_reward)
+            continue
+        obs, reward, terminated, truncated, _ = out
+        ep.turns[-1].reward = reward
+        if terminated or truncated:
+            ep.messages.append({"role": "user", "content": obs})
+            _end(ep, ("won" if reward > 0 else "lost") if terminated else "truncated", terminated=terminated)
+        elif last:
+            _end(ep, "turn_cap")
+        else:
+            ep.messages.append({"role": "user", "content": obs})
+            still.append(i)
+    return still
 
 
 class Budget:

@@ -135,7 +135,7 @@ def parse_args(argv: list[str] | None = None, *, prog: str = "train.py", descrip
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
     hints = _hints()
-    values = {**PRESETS[preset]} if base is None else {k: v for k, v in base.items() if k in hints}
+    values = {**PRESETS[preset]} if base is None else {k: v for k, v in older_run(base).items() if k in hints}
     if args.config:
         for k, v in _read_file(args.config).items():
             if k not in hints:
@@ -145,6 +145,16 @@ def parse_args(argv: list[str] | None = None, *, prog: str = "train.py", descrip
         values[k] = _convert(k, v, hints[k])
     values["preset"] = preset
     return Config(**values)
+
+
+def older_run(base: dict) -> dict:
+    """A config.json written before --pool-fill, as the run it describes: --fixed-pool filled the
+    pool with the examples, --pool-examples-when-empty with both, and --pool-max-age 0 kept none."""
+    if "pool_fill" in base:
+        return base
+    fill = "examples" if base.get("fixed_pool") else "both" if base.get("pool_examples_when_empty") else "designs"
+    keep = base.get("pool_max_age", 0) > 0 and not base.get("plain_fixed_pool")
+    return {**base, "pool_fill": fill, "pool_keep": keep, "pool_max_age": base.get("pool_max_age") or 4}
 
 
 def auto_preset() -> str:

@@ -91,8 +91,14 @@ class Config:
     """The share of a regeneration's slots whose first attempt edits an environment of the active pool into a variant (its source, level and solve rate, and a corpus document in), when the pool holds any; an edit that changes only names and numbers is refused as a duplicate."""
     design_every: int = 1
     """The designer runs every this many iterations, or sooner when the active pool is short (spade_mini/pool.py)."""
-    pool_max_age: int = 0
-    """The active pool: a design joins when its no-hint plays were informative and is replayed, no-hint on fresh seeds, for at most this many iterations (0: no pool; each environment is played in one iteration only)."""
+    pool_fill: str = "designs"
+    """What fills the active pool (spade_mini/fill.py): 'designs' (the designer's, the paper's setting), 'examples' (the hand-written examples and no designer: the fixed-pool baseline) or 'both' (the examples from the first iteration, and the designer adds to them)."""
+    examples_dir: str = ""
+    """A folder of your own environments (*.py, each with a line `# skill: NAME`) that take the tier's examples' place in the pool and the memory; each is validated at start as a design is, and a refused one is named with its stage (docs/writing-environments.md)."""
+    pool_keep: bool = True
+    """Keep the pool's environments from one iteration to the next (off: each iteration's pool holds only what it filled; what torchrun runs, since a kept pool lives in one process)."""
+    pool_max_age: int = 4
+    """A pool environment not judged (no full window of plays at its level) this many iterations after its admission or last level move leaves the pool (0: never)."""
     pool_low: float = POOL_BAND[0]
     """Lowest no-hint solve rate of the pool's band (admission and retirement)."""
     pool_high: float = POOL_BAND[1]
@@ -103,8 +109,6 @@ class Config:
     """The pool is short below this many environments: the run's own in-band designs come back from the memory, and the designer runs."""
     pool_max: int = 16
     """The pool holds at most this many environments."""
-    pool_examples_when_empty: bool = False
-    """When the active pool is empty after admission (the designer has nothing valid yet), fill it with the tier's examples at level 0, so the iteration still plays and trains the agent (`pool_from_examples` in the metrics); cpu-smoke's default."""
     episodes_per_iteration: int = 0
     """No-hint episodes played an iteration, in either arm, split over what it plays (0: --designs-per-iteration times --plays-per-design)."""
     design_levels: bool = True
@@ -153,12 +157,8 @@ class Config:
     """Same-skill reference environments shown in each designer prompt."""
     no_designer_training: bool = False
     """Train only the agent; the designer still designs."""
-    fixed_pool: bool = False
-    """Baseline: the agent trains on the hand-written example environments; no designer. With the active pool (--pool-max-age > 0) the examples fill that same pool at level 0 and move levels by its rules."""
-    plain_fixed_pool: bool = False
-    """With --fixed-pool: the earlier rounds' baseline instead, a rotation of the examples at level 0 with no pool and no levels."""
     examples: str = "standard"
-    """Hand-written tier that seeds the memory, the warm start and the fixed pool: 'standard' (12 multi-step games and tool tasks) or 'starter' (one- and two-step games a 135M agent sometimes wins); --eval-every plays the held-out set of the same tier."""
+    """Hand-written tier that seeds the memory, the warm start and the pool (unless --examples-dir): 'standard' (12 multi-step games and tool tasks) or 'starter' (one- and two-step games a 135M agent sometimes wins); --eval-every plays the held-out set of the same tier."""
     step_timeout_s: float = 5.0
     """Wall-clock limit of one environment call in the sandbox."""
 
@@ -260,9 +260,6 @@ class Config:
         if self.valid_designs > self.designs_per_iteration:
             raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than the "
                               f"{self.designs_per_iteration} slots of --designs-per-iteration; give at most that many.")
-        if self.plain_fixed_pool and not self.fixed_pool:
-            raise ConfigError("--plain-fixed-pool chooses which fixed pool --fixed-pool plays; give both flags "
-                              "(alone it would run SPADE with its designer).")
         if not 0.0 <= self.design_edits <= 1.0:
             raise ConfigError(f"--design-edits {self.design_edits} is a share of the designer's slots; give a "
                               "number in [0, 1], e.g. 0.5.")
@@ -287,6 +284,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "regret_estimator": REGRET_ESTIMATORS,
     "invalid_reward_mode": ("graded", "constant"),
     "designer_baseline": ("skill", "cohort"),
+    "pool_fill": ("designs", "examples", "both"),
     "agent_template": ("reasoning", "answer"),
     "return_mode": ("last", "sum"),
     "report_to": ("none", "tensorboard", "wandb"),

@@ -1,9 +1,10 @@
-"""One SPADE iteration, top to bottom: design -> validate -> hint -> play -> score -> pool -> update -> remember.
+"""One SPADE iteration, top to bottom: fill -> hint -> play -> score -> pool -> update -> remember.
 
-    (each step is a call; spade_mini/steps.py holds them, replay.py step 5, run/row.py the row)
-
-    designs  = environments written in batched calls until V are valid (or a cap), validated in
-               the sandbox under the run's turn cap; every R iterations, or when the pool is short
+    fill     = the pool's fillers (fill.py, --pool-fill): the hand-written examples join, the
+               run's own designs come back from the memory, and the designer writes
+               environments in batched calls until V are valid (or a cap), each through the
+               gate (gate.py: validation under the run's turn cap); every R iterations, or when
+               the pool is short
     hints    = a privileged hint per episode (the policy's, or the environment's hint()); leaky ones dropped
     episodes = K paired seeds per NEW valid environment, in both arms (no-hint, hint), in lockstep
     scores   = per environment: solve rates, regret = mean(hint) - mean(no-hint), designer reward
@@ -13,13 +14,13 @@
     memory   = every design attempt with its stats, for later designer prompts
 
 The hint arm and the hints themselves are never trained: they exist only to measure regret.
-`--fixed-pool` replaces the designer by the hand-written example environments (the paper's
-fixed-environment baseline): with the active pool, the same pool filled with the examples
-instead of designs (same levels, same moves, same budget); with `--plain-fixed-pool` (or no
-pool) the earlier rounds' rotation. The same number of no-hint episodes, and no hint arm. Everything
-the loop needs between iterations lives in `State`. Under torchrun each process runs this same
-function on its share of the N slots; the `distributed.*` calls gather what needs the whole
-batch (one process: they return their input). The active pool runs in one process.
+Every arm plays the same no-hint episodes an iteration; `--pool-fill examples` (the fixed pool,
+the paper's baseline) has no designer and so no hint arm. Each step is a function of the state
+and its settings (settings.py, built once from the Config) that fills its part of the
+iteration's record (`Iteration`), in this order. Everything the loop needs between iterations
+lives in `State`. Under torchrun each process runs this same function on its share of the N
+slots; the `distributed.*` calls gather what needs the whole batch (one process: they return
+their input), and each process keeps a pool of its own iteration only (--pool-keep false).
 """
 from __future__ import annotations
 
@@ -27,16 +28,45 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from spade_mini.fill import fill
 from spade_mini.pool import Pool
 from spade_mini.probe import probe_chats
 from spade_mini.reinforce import role_token_counts, update
-from spade_mini.replay import Playable, play_the_rest  # noqa: F401  (Playable: the loop's unit of play, for callers)
+from spade_mini.replay import play_the_rest
 from spade_mini.reward import LearningPotential
 from spade_mini.run import distributed
 from spade_mini.run.row import iteration_row
-from spade_mini.sandbox import SandboxLimits
-from spade_mini.steps import (environments, play_new, remember, rescore_with_replays, score_new, update_samples,
-                              write_hints)
+from spade_mini.samples import remember, update_samples
+from spade_mini.settings import Settings
+from spade_mini.steps import play_new, score_new, write_hints
+
+
+@dataclass
+class Iteration:
+    """What one iteration made, filled by the steps in order; the metrics row (run/row.py), the
+    run directory and the tests read it. Plain data."""
+    number: int
+    times: dict = field(default_factory=dict)   # seconds by phase: design, hint, play, update
+    # 1 fill: every design attempt; the new valid designs; what joined the pool without admission
+    designs: list = field(default_factory=list)      # designer/design.py Design, valid or not
+    fresh: list = field(default_factory=list)        # agent.py Playable per new valid design
+    filled: list = field(default_factory=list)       # pool.py PoolEnv: examples, and designs back from the memory
+    # 2 hint: per new design, its K paired seeds and their hints
+    seeds: list = field(default_factory=list)
+    hints: list = field(default_factory=list)        # designer/hints.py EpisodeHints
+    # 3-5 play, score and the pool: every episode, what was played, the scores, what trains the agent
+    episodes: list = field(default_factory=list)
+    playables: list = field(default_factory=list)
+    scores: dict = field(default_factory=dict)       # reward DesignScore by environment id
+    trained: list = field(default_factory=list)      # the usable no-hint episodes
+    pool: object = None                              # replay.py PoolReport
+    # 6-7 samples and the update
+    samples: list = field(default_factory=list)
+    left_out: list = field(default_factory=list)     # thinned designer samples (they count in the denominator)
+    design_rewards: list = field(default_factory=list)
+    stats: object = None                             # reinforce.py UpdateStats
+    # 9 the metrics row (run/row.py)
+    row: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -48,80 +78,50 @@ class State:
     memory: object | None          # a Memory, or None
     rng: random.Random
     potential: LearningPotential = field(default_factory=LearningPotential)
-    examples: list = field(default_factory=list)  # the tier's HandEnv examples: the fixed pool's environments
+    examples: list = field(default_factory=list)  # HandEnvs the examples' filler puts in the pool
     iteration: int = 0
-    active_pool: Pool | None = None  # the active pool (pool.py); None: each environment plays once
+    pool: Pool | None = None         # the active pool (pool.py); None: made from the Config at the first iteration
     probe: list | None = None        # the drift probe (policy/drift.py), made at the first iteration
     probe_sources: list = field(default_factory=list)  # held-out environments the probe starts from
-    levels_valid: dict = field(default_factory=dict)  # (source sha256, level) -> passes validation (replay.py)
+    levels_valid: dict = field(default_factory=dict)  # (source sha256, level) -> passes the gate (replay.py)
 
 
-def one_iteration(state: State, cfg, progress=None) -> tuple[dict, list, list, list, dict]:
-    """Run one iteration; return (metrics row, designs, playables, episodes, scores by env id).
-    `progress(phase, **stats)` is called as each phase starts. Data parallel, the designs,
-    playables, episodes and scores are this rank's share; the row is the whole batch's."""
-    policy, it, times, pool = state.policy, state.iteration, {}, state.active_pool
-    limits = SandboxLimits(call_timeout_s=cfg.step_timeout_s)
+def one_iteration(state: State, cfg, progress=None) -> Iteration:
+    """Run one iteration and return its record. `progress(phase, **stats)` is called as each
+    phase starts. Data parallel, the record holds this rank's share; its row is the whole batch's."""
+    settings, record = Settings.of(cfg, distributed.world_size()), Iteration(state.iteration)
+    if state.pool is None:
+        state.pool = Pool.from_config(cfg)
     if state.probe is None:  # the drift probe: the starting policy's replies, made once (not counted)
         from spade_mini.policy.drift import make_probe
-        state.probe = make_probe(policy, probe_chats(state.probe_sources, cfg.drift_probe, cfg.agent_template, limits),
-                                 cfg.turn_max_new_tokens)
-    tokens_before, t_start = policy.tokens_generated, time.time()
+        state.probe = make_probe(state.policy, probe_chats(state.probe_sources, cfg.drift_probe, cfg.agent_template,
+                                                           settings.play.limits), cfg.turn_max_new_tokens)
+    tokens_before, started = state.policy.tokens_generated, time.time()
     say = progress or (lambda phase, **stats: None)
-    budget = cfg.episodes_per_iteration or cfg.designs_per_iteration * cfg.plays_per_design  # no-hint episodes
-    slots = distributed.share(cfg.designs_per_iteration)  # this rank's design slots (all, in one process)
 
-    # 1. design and validate (or take the fixed rotation); the active pool says when the designer runs
+    def timed(phase: str, step, **stats):
+        say(phase, **stats)
+        t = time.time()
+        step(state, settings, record)
+        record.times[phase] = record.times.get(phase, 0.0) + time.time() - t
+
+    timed("design", fill)                   # 1. the pool's fillers: examples, memory, the designer
+    valid = sum(d.valid for d in record.designs) / len(record.designs) if record.designs else 0.0
+    timed("hint", write_hints, valid=valid)  # 2. a privileged hint per paired seed of each new design
+    timed("play", play_new, valid=valid)     # 3. K paired seeds per new design, both arms
+    score_new(state, settings, record)       # 4. regret and the designer reward per new design
+    timed("play", play_the_rest)             # 5. admit, replay the pool on fresh seeds, move levels
+    skill_of = {p.id: p.skill for p in record.playables}  # each skill's learning-potential averages move once
+    state.potential.update_many(distributed.gather_concat([(skill_of[e.job.design_id], e.ret)
+                                                           for e in record.trained])[0])
+    update_samples(state, settings, record)  # 6. agent turns and designer completions, with advantages
+    say("update")                            # 7. one update for both roles (one LoRA adapter, or every weight)
     t = time.time()
-    say("design")
-    designs, fresh, fixed, readmitted = environments(state, cfg, slots, budget, limits)
-    times["design"] = time.time() - t
-    valid = sum(d.valid for d in designs) / len(designs) if designs else 0.0
-
-    # 2. a privileged hint per paired seed of each new design, checked against its solution()
-    t = time.time()
-    say("hint", valid=valid)
-    seeds, hints = write_hints(state, cfg, fresh, limits)
-    times["hint"] = time.time() - t
-
-    # 3. play K paired seeds per new design in both arms (and the fixed rotation's no-hint plays)
-    t = time.time()
-    say("play", valid=valid)
-    episodes = play_new(state, cfg, fresh, fixed, seeds, hints)
-
-    # 4. score: regret per new environment over its paired seeds, then the designer reward
-    playables = fresh + fixed
-    scores, trained = score_new(state, cfg, playables, fresh, hints, episodes)
-
-    # 5. the active pool: admit the informative new designs, replay the pool no-hint on fresh
-    #    seeds with the iteration's other no-hint episodes, move levels, retire (replay.py)
-    rest = 0 if cfg.fixed_pool and pool is None else max(0, len(distributed.share(budget)) - sum(p.plays for p in fresh))
-    more, again, replay_trained, pool_stats = play_the_rest(state, cfg, fresh, scores, trained, rest, it)
-    rescore_with_replays(fresh, episodes, again, scores, cfg, state.potential, set(pool_stats.pop("admitted_ids")))
-    episodes, trained, playables = episodes + again, trained + replay_trained, playables + more
-    times["play"] = time.time() - t
-    skill_of = {p.id: p.skill for p in playables}  # each skill's learning-potential averages move once
-    state.potential.update_many(distributed.gather_concat([(skill_of[e.job.design_id], e.ret) for e in trained])[0])
-
-    # 6. samples and advantages: agent turns of no-hint episodes, designer completions
-    samples, left_out, design_rewards = update_samples(state, cfg, trained, designs, scores)
-
-    # 7. one update for both roles (one LoRA adapter, or every weight)
-    t = time.time()
-    say("update")
-    stats = update(policy, samples, state.optimizer, designer_weight=cfg.designer_weight,
-                   micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm,
-                   token_counts=distributed.sum_over_ranks(role_token_counts(samples + left_out)),
-                   sync_gradients=distributed.all_reduce_gradients, designer_only_step=cfg.designer_only_steps)
-    times["update"] = time.time() - t
-
-    # 8. remember every design attempt with its stats
-    remember(state, designs, scores)
+    counts = distributed.sum_over_ranks(role_token_counts(record.samples + record.left_out))
+    record.stats = update(state.policy, record.samples, state.optimizer, settings.update, token_counts=counts,
+                          sync_gradients=distributed.all_reduce_gradients)
+    record.times["update"] = time.time() - t
+    remember(state, record)                  # 8. every design attempt, with its stats
     state.iteration += 1
-
-    # 9. the metrics row of the whole batch (run/row.py)
-    row = iteration_row(state, cfg, it, designs=designs, fresh=fresh, playables=playables, episodes=episodes,
-                        trained=trained, hints=hints, scores=scores, design_rewards=design_rewards,
-                        samples=samples, left_out=left_out, stats=stats, pool_stats=pool_stats,
-                        readmitted=readmitted, times=times, t_start=t_start, tokens_before=tokens_before)
-    return row, designs, playables, episodes, scores
+    record.row = iteration_row(state, record, tokens_before, started)  # 9. the whole batch's metrics row
+    return record

@@ -6,11 +6,14 @@ their difficulty, as RLVE moves a hand-built environment's level once accuracy p
 threshold: an environment lasts as long as it has a level at the agent's edge. In the loop's order:
 
     due      the designer runs every `design_every` iterations, or sooner when the pool is short
+    fill     the hand-written examples (or a user's own, --examples-dir) join at level 0
+             without a test, up to the pool's size, never one that left (fill.py says when:
+             with --pool-fill examples or both)
     admit    a new valid design joins at the first level whose no-hint plays were informative:
-             some won, some lost, a solve rate strictly inside `band` (loop.py tries its levels
-             from 0 up); no skill may hold more than half of the pool
-    fill     the fixed-pool baseline: the same pool, filled with the hand-written examples at
-             level 0 and no designer (same levels, same moves, same budget)
+             some won, some lost, a solve rate strictly inside `band` (replay.py tries its
+             levels from 0 up)
+    skills   whoever wrote it, no environment joins if its skill would hold more than half of
+             the pool (one alone is always allowed)
     replay   every iteration the pool is played no-hint on fresh seeds: the iteration's budget
              in groups of K, environments drawn with weight p(1 - p) of their recent no-hint
              rate (the gradient's signal peaks at 0.5), each with a small floor
@@ -24,15 +27,16 @@ threshold: an environment lasts as long as it has a level at the agent's edge. I
              as many iterations away)
 
 Everything here is plain data: a checkpoint keeps `to_dict()` (pool.json) and `--resume`
-restores it with `from_dict`. The pool plays and validates nothing itself: loop.py plays what
-`split` returns and tells `review` whether a level validates.
+restores it with `from_dict`. The pool plays and validates nothing itself: replay.py plays what
+`split` returns and tells `review` whether a level validates. The rules are the same for every
+environment, whoever wrote it; `origin` (example, design, memory) only says where it came from.
 """
 from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass, field
 
-from spade_mini.reward.bands import POOL_BAND
+from spade_mini.reward.bands import POOL_BAND, inside, rate_of
 
 BAND = POOL_BAND  # no-hint solve rates worth learning from (reward/bands.py)
 AGE_REASON = "age"  # a retirement that may come back from the memory (the others may not)
@@ -57,8 +61,7 @@ class PoolEnv:
     plays: int = 0           # no-hint plays in the pool, at any level
 
     def rate(self, window: int) -> float | None:
-        recent = self.returns[-window:]
-        return sum(r > 0 for r in recent) / len(recent) if recent else None
+        return rate_of(self.returns[-window:])
 
 
 def spread(total: int, count: int) -> list[int]:
@@ -69,10 +72,7 @@ def spread(total: int, count: int) -> list[int]:
 
 def informative(returns: list[float], band: tuple[float, float] = BAND) -> bool:
     """Some won and some lost, at a solve rate (return > 0) strictly inside the band."""
-    if not returns:
-        return False
-    rate = sum(r > 0 for r in returns) / len(returns)
-    return 0.0 < rate < 1.0 and band[0] < rate < band[1]
+    return inside(rate_of(returns), band)
 
 
 def weight(rate: float | None) -> float:
@@ -127,12 +127,12 @@ class Pool:
         return True
 
     def fill(self, examples: list[tuple[str, str, str, str, int]], iteration: int) -> list[PoolEnv]:
-        """The fixed-pool baseline's filler: every (id, skill, setting, source, levels) not yet
-        in the pool and never retired joins at level 0 without a test (a hand-written set is
-        balanced by construction), up to the pool's size."""
+        """The examples' filler: every (id, skill, setting, source, levels) not yet in the pool
+        and never retired joins at level 0 without a test, up to the pool's size and its skill cap."""
         added = []
         for env_id, skill, setting, source, levels in examples:
-            if env_id in self.ids() or env_id in self.retired or len(self.envs) >= self.max_size:
+            if (env_id in self.ids() or env_id in self.retired or len(self.envs) >= self.max_size
+                    or not self.skill_room(skill)):
                 continue
             self.envs.append(PoolEnv(env_id, skill, setting, source, iteration, "example",
                                      levels=levels, since=iteration))
@@ -152,7 +152,7 @@ class Pool:
             rate = r.no_hint_solve_rate if r.pool_rate is None else r.pool_rate
             if (r.iteration < 0 or not r.valid or rate is None or r.id in self.ids()
                     or (why is not None and (why != AGE_REASON or iteration - left < self.max_age))
-                    or not (0.0 < rate < 1.0 and self.band[0] < rate < self.band[1])
+                    or not inside(rate, self.band)
                     or not self.skill_room(r.skill)):
                 continue
             self.retired.pop(r.id, None)
@@ -172,6 +172,10 @@ class Pool:
         keys = [(rng.random() ** (1.0 / weight(e.rate(self.window))), i) for i, e in enumerate(self.envs)]
         chosen = [self.envs[i] for _, i in sorted(keys, reverse=True)[:count]]
         return list(zip(chosen, spread(episodes, count)))
+
+    def clear(self) -> None:
+        """Empty the pool and forget who left (--pool-keep false: each iteration starts anew)."""
+        self.envs, self.retired, self.life = [], {}, []
 
     def drop(self, env_id: str, why: str, iteration: int) -> None:
         """Remove an environment at once (it crashed in play), never to come back."""

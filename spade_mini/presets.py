@@ -4,11 +4,11 @@ applies one, then a config file and flags override it.
 """
 
 # Every preset keeps its environments at the agent's edge (docs/the-learning-signal.md, "The active pool"): designs
-# are admitted to a pool when the agent's no-hint plays were informative and replayed for 4
-# iterations (the reference keeps each game 4 steps), the designer runs every 4 iterations or
-# when the pool is short, and its reward pays regret only inside the band, against the mean of
-# its whole cohort.
-ACTIVE_POOL = dict(pool_max_age=4, design_every=4, designer_reward="gated_blend", designer_baseline="cohort")
+# are admitted to a pool when the agent's no-hint plays were informative and replayed while they
+# stay at its edge (an unjudged one leaves after 4 iterations, Config's pool_max_age: the reference
+# keeps each game 4 steps), the designer runs every 4 iterations or when the pool is short, and
+# its reward pays regret only inside the band, against the mean of its whole cohort.
+ACTIVE_POOL = dict(design_every=4, designer_reward="gated_blend", designer_baseline="cohort")
 
 # Presets only list what differs from the defaults above.
 PRESETS: dict[str, dict] = {
@@ -28,7 +28,7 @@ PRESETS: dict[str, dict] = {
         examples="starter", eval_seeds=16,
         agent_template="answer", memory_references=1, warm_start_steps=12, warm_start_lr=1e-3,
         warm_start_designs=2, warm_start_turns=8, **{**ACTIVE_POOL, "design_every": 1},  # the designer in every iteration
-        pool_examples_when_empty=True,  # the 135M designer rarely writes a valid game: play the examples meanwhile
+        pool_fill="both",  # the 135M designer rarely writes a valid game: the agent plays the examples meanwhile
     ),
     # A CPU run that learns, on the built-in model that measures best for it
     # (docs/choosing-a-model.md): Qwen2.5-Coder-1.5B-Instruct writes valid environments and plays the starter tier
@@ -37,14 +37,16 @@ PRESETS: dict[str, dict] = {
     # environments' own hints (writing one costs a generation call a design); a design budget
     # its sources fit; agent turns short ("answer"); 40 seeds per held-out starter for --eval-every
     # (419 distinct items a point, enough to see a change of about 0.10), and 8 seeds or items
-    # per environment or family of the transfer suites at the start and the last point.
+    # per environment or family of the transfer suites at the start and the last point. The pool
+    # starts with the starter examples and the designer adds to them ("both"), so the agent
+    # trains from the first iteration on any CPU and a design earns its place beside them.
     "cpu": dict(
         model="qwen-coder-1.5b", quantize="none", iterations=3, designs_per_iteration=8,
         plays_per_design=8, design_max_new_tokens=512, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=1024, corpus_max_words=60,
         lora_r=16, lora_alpha=32, lr=2e-4, hint_source="env", micro_batch=4,
         examples="starter", eval_seeds=40, transfer_items=8, agent_template="answer", memory_references=1,
-        **ACTIVE_POOL, valid_designs=4, design_attempts=16, design_seconds=600,
+        **ACTIVE_POOL, pool_fill="both", valid_designs=4, design_attempts=16, design_seconds=600,
     ),
     # The paper's smallest model, in 4-bit with LoRA, on one GPU of 24 GB or more (the memory
     # plan chunks every phase to the device: docs/gpu.md); the paper's agent prompt

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from spade_mini.config import DEFAULTS
-from spade_mini.policy import PLAIN, BareModel, Roles, Sampling, acting_as, out_of_memory, pack_by_tokens
+from spade_mini.policy import PLAIN, BareModel, Roles, Sampling, out_of_memory, pack_by_tokens
 
 ROLES = ("agent", "designer")
 
@@ -139,13 +139,19 @@ def pad_of(policy: Roles, pad_id: int | None) -> int:
     return 0
 
 
-def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, *,
-           designer_weight: float = DEFAULTS.designer_weight, micro_batch: int = DEFAULTS.micro_batch,
-           max_grad_norm: float = DEFAULTS.max_grad_norm,
-           pad_id: int | None = None, logprob_fn: LogprobFn | None = None,
-           token_counts: tuple[int, int] | None = None,
-           sync_gradients: Callable[[list[torch.nn.Parameter]], None] | None = None,
-           designer_only_step: bool = DEFAULTS.designer_only_steps) -> UpdateStats:
+@dataclass(frozen=True)
+class UpdateSettings:
+    """What the update needs of the flags (settings.update_settings builds it from a Config)."""
+    designer_weight: float = DEFAULTS.designer_weight
+    micro_batch: int = DEFAULTS.micro_batch  # sequences per forward/backward, at most
+    max_grad_norm: float = DEFAULTS.max_grad_norm
+    designer_only_step: bool = DEFAULTS.designer_only_steps
+
+
+def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer,
+           settings: UpdateSettings = UpdateSettings(), *, pad_id: int | None = None,
+           logprob_fn: LogprobFn | None = None, token_counts: tuple[int, int] | None = None,
+           sync_gradients: Callable[[list[torch.nn.Parameter]], None] | None = None) -> UpdateStats:
     """One REINFORCE step on `samples`: accumulate gradients over micro-batches, clip, step.
 
     Each micro-batch's loss uses the WHOLE batch's per-role token counts as denominators, so the
@@ -166,7 +172,7 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     token on any rank (`token_counts`), designer samples alone take no step unless
     `designer_only_step`; with separate adapters they step the designer's adapter only.
     """
-    if micro_batch < 1:
+    if settings.micro_batch < 1:
         raise ValueError("micro_batch must be >= 1")
     if logprob_fn is None:
         from spade_mini.policy import token_logprobs
@@ -181,7 +187,7 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     tokens = sum(counts)
     if tokens == 0:
         return UpdateStats(0.0, 0.0, 0.0, 0, skipped="all advantages are zero (or no completion tokens): nothing to learn")
-    if counts[0] == 0 and not designer_only_step and policy.adapters is None:
+    if counts[0] == 0 and not settings.designer_only_step and policy.adapters is None:
         return UpdateStats(0.0, 0.0, 0.0, 0, skipped=DESIGNER_ONLY)
     # A zero advantage contributes zero gradient, so those samples need no forward pass; their
     # tokens still count in the denominators above, as the loss definition says.
@@ -189,32 +195,11 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
     nothing = UpdateStats(0.0, 0.0, 0.0, 0, skipped="all advantages are zero: nothing to learn")
     if not live and sync_gradients is None:
         return nothing
-
-    plan = policy.plan  # the memory plan sizes micro-batches by padded tokens
     # The step changes the weights, so keys and values kept for continuing chats go stale: free
     # them now rather than hold them (gigabytes on a GPU) through the update.
     policy.forget_chats()
-    model.train()
-    try:
-        while True:
-            batches = micro_batches(live, micro_batch, plan)
-            optimizer.zero_grad(set_to_none=True)
-            try:
-                agent_loss, designer_loss, role_norms = accumulate(policy, model, batches, logprob_fn, pad_id,
-                                                                   counts, designer_weight)
-                break
-            except RuntimeError as e:
-                if plan is None or not out_of_memory(e):
-                    raise
-            # Out of memory: part of a micro-batch's gradient may be in .grad already, so the
-            # accumulation starts over, with half the tokens per micro-batch: the same gradient.
-            largest = max(len(b) * max(len(s.prompt_ids) + len(s.completion_ids) for s in b) for _, b in batches)
-            plan.update_tokens = min(plan.update_tokens, largest) // 2
-            plan.update_limit = min(plan.update_limit, plan.update_tokens)
-            plan.survived(f"an update micro-batch of {largest:,} tokens",
-                          f"micro-batches hold at most {plan.update_tokens:,} tokens")
-    finally:
-        model.eval()
+    agent_loss, designer_loss, role_norms = accumulate_within_plan(
+        policy, live, optimizer, logprob_fn, pad_id, counts, settings)
     # After acting_as: with separate adapters both adapters are trainable again here.
     params = [p for p in model.parameters() if p.requires_grad]
     if sync_gradients is not None:
@@ -222,12 +207,37 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer, 
         if all(p.grad is None for p in params):  # no rank had a live sample
             return nothing
     # inf = measure the norm without clipping.
-    limit = max_grad_norm if max_grad_norm and max_grad_norm > 0 else float("inf")
+    limit = settings.max_grad_norm if settings.max_grad_norm and settings.max_grad_norm > 0 else float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(params, limit)  # ()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return UpdateStats(agent_loss, designer_loss, float(grad_norm), tokens,
                        agent_grad_norm=role_norms.get("agent"), designer_grad_norm=role_norms.get("designer"))
+
+
+def accumulate_within_plan(policy, live: list[Sample], optimizer, logprob_fn: LogprobFn, pad_id: int,
+                           counts: tuple[int, int], settings: UpdateSettings) -> tuple[float, float, dict[str, float]]:
+    """`accumulate` in train mode, in micro-batches the memory plan allows; an out-of-memory
+    error starts the accumulation over with half the tokens a micro-batch (the same gradient)."""
+    model, plan = policy.model, policy.plan
+    model.train()
+    try:
+        while True:
+            batches = micro_batches(live, settings.micro_batch, plan)
+            optimizer.zero_grad(set_to_none=True)
+            try:
+                return accumulate(policy, model, batches, logprob_fn, pad_id, counts, settings.designer_weight)
+            except RuntimeError as e:
+                if plan is None or not out_of_memory(e):
+                    raise
+            # part of a micro-batch's gradient may be in .grad already: start over, smaller
+            largest = max(len(b) * max(len(s.prompt_ids) + len(s.completion_ids) for s in b) for _, b in batches)
+            plan.update_tokens = min(plan.update_tokens, largest) // 2
+            plan.update_limit = min(plan.update_limit, plan.update_tokens)
+            plan.survived(f"an update micro-batch of {largest:,} tokens",
+                          f"micro-batches hold at most {plan.update_tokens:,} tokens")
+    finally:
+        model.eval()
 
 
 def micro_batches(samples: Sequence[Sample], micro_batch: int, plan=None) -> list[tuple[str, list[Sample]]]:
@@ -263,7 +273,7 @@ def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, count
             continue
         before = [None if p.grad is None or not measure else p.grad.clone() for p in params]
         for chunk in chunks:
-            with acting_as(policy, role):
+            with policy.acting_as(role):
                 with compute():
                     logprobs = logprob_fn(model, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk],
                                           pad_id, [s.sampling for s in chunk])  # B x (L,)

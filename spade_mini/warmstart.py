@@ -33,7 +33,7 @@ from spade_mini.agent import GAME_TEMPLATES, TOOL_TEMPLATE, first_message
 from spade_mini.designer import SKILLS, Memory, designer_prompt
 from spade_mini.envs import ALL_HELDOUT, MAX_TURNS, HandEnv, tier
 from spade_mini.policy import load_trainable, save_trainable, token_logprobs
-from spade_mini.reinforce import Sample, make_optimizer, update
+from spade_mini.reinforce import Sample, UpdateSettings, make_optimizer, update
 from spade_mini.sandbox import SandboxedEnv, SandboxError
 
 SOLUTION_SEEDS = 3  # seeds per example whose solution() plays give agent samples
@@ -193,9 +193,9 @@ def warm_start(policy, cfg, corpus, log=print) -> list[dict]:
         batch = (_draw(data.designer, cfg.warm_start_designs, order["designer"], rng) +
                  _draw(data.agent, cfg.warm_start_turns, order["agent"], rng))
         t = time.time()
-        stats = update(policy, batch, optimizer, designer_weight=cfg.designer_weight,
-                       micro_batch=cfg.micro_batch, max_grad_norm=cfg.max_grad_norm,
-                       designer_only_step=True)  # supervised: the skip guards self-play's step only
+        settings = UpdateSettings(cfg.designer_weight, cfg.micro_batch, cfg.max_grad_norm,
+                                  designer_only_step=True)  # supervised: the skip guards self-play's step only
+        stats = update(policy, batch, optimizer, settings)
         rows.append({"step": step, "agent_nll": stats.agent_loss, "designer_nll": stats.designer_loss,
                      "grad_norm": stats.grad_norm, "tokens": stats.tokens, "seconds": time.time() - t})
         log(f"warm start {step + 1}/{cfg.warm_start_steps}: agent NLL {stats.agent_loss:.3f}, "

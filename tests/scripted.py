@@ -1,14 +1,13 @@
-"""Scripted roles around the tiny model, for tests of the active pool: a designer that writes
-parity games (each with its own number range, so none is a duplicate) and an agent that answers
-a random bit. The agent wins about half its episodes, so every parity game is informative and
-joins the pool. Both draw from torch's generator, which a checkpoint restores: a resumed run
-draws what the uninterrupted run drew. tests/scripted_train.py runs train.py with them."""
+"""The tests' scripts for the one set of `Roles` doubles (spade_mini/policy/scripted.py, the
+scripted designer and the scripted player): the parity games that tests/scripted_train.py runs
+train.py with (`parity_roles`), a designer whose games the agent, answering a random bit, wins
+about half the time, so every game is informative and joins the pool. Both draw from torch's
+generator, which a checkpoint restores."""
 import re
 
 import torch
 
-from spade_mini.designer.prompts import SYSTEM
-from spade_mini.policy import Completion
+from spade_mini.policy import ScriptedDesigner, ScriptedPlayer  # noqa: F401  (the tests import them from here too)
 
 PARITY = '''import random
 
@@ -61,52 +60,37 @@ def parity_source(low: int, levels: bool = False) -> str:
     return (LEVEL_GAME if levels else PARITY).replace("LOW", str(low))
 
 
-class ScriptedRoles:
-    """The tiny policy underneath (log-probs, updates, checkpoints); designer prompts get parity
-    games, agent turns a random bit in the box."""
+def parity_roles(policy, levels: bool = False) -> ScriptedPlayer:
+    """Designer prompts get parity games (each with its own number range from torch's generator,
+    so none is a duplicate; LEVEL_GAME games with `levels`); the agent answers a random bit (with
+    levels: the last digit on heads, the next digit on tails)."""
+    def design(chat):
+        return f"```python\n{parity_source(int(torch.randint(10, 10**6, (1,))), levels)}```"
 
-    def __init__(self, policy, levels: bool = False):
-        self.policy = policy
-        self.levels = levels  # the designer writes LEVEL_GAME games
-
-    def __getattr__(self, name):
-        return getattr(self.policy, name)
-
-    def _reply(self, chat, text):
-        ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return Completion(text, self.policy.prompt_ids(chat), ids + [self.policy.pad_id], True)
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        if chats and chats[0][0]["content"] == SYSTEM:
-            lows = torch.randint(10, 10**6, (len(chats),)).tolist()
-            return [self._reply(c, f"```python\n{parity_source(low, self.levels)}```") for c, low in zip(chats, lows)]
-        if temperature == 0:  # the drift probe's greedy replies: the model's own
-            return self.policy.generate(chats, max_new_tokens, temperature)
-        bits = torch.randint(0, 2, (len(chats),)).tolist()
-        if self.levels:  # the last digit on heads, the next digit on tails
-            digits = [int(re.findall(r"last digit of (\d+)", c[-1]["content"])[-1]) % 10 for c in chats]
-            return [self._reply(c, "\\boxed{%d}" % ((d + 1 - b) % 10)) for c, d, b in zip(chats, digits, bits)]
-        return [self._reply(c, "\\boxed{%d}" % b) for c, b in zip(chats, bits)]
-
-    def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
-        return self.generate(chats, max_new_tokens, temperature)
+    def act(chat):
+        bit = int(torch.randint(0, 2, (1,)))
+        asked = re.findall(r"last digit of (\d+)", chat[-1]["content"])  # the pool's examples ask other things
+        if levels and asked:
+            return "\\boxed{%d}" % ((int(asked[-1]) % 10 + 1 - bit) % 10)
+        return "\\boxed{%d}" % bit
+    return ScriptedPlayer(policy, act, design, model_when_greedy=True)
 
 
-class InvalidFirst(ScriptedRoles):
-    """The designer's first `invalid` replies hold no environment; parity games after them."""
+def invalid_first(policy, invalid: int) -> ScriptedPlayer:
+    """Parity roles whose designer's first `invalid` replies hold no environment."""
+    roles, left = parity_roles(policy), [invalid]
+    parity = roles.replies
 
-    def __init__(self, policy, invalid: int):
-        super().__init__(policy)
-        self.invalid = invalid
+    def design(chat):
+        if left[0] > 0:
+            left[0] -= 1
+            return "No code here, sorry."
+        return parity(chat)
+    roles.replies = design
+    return roles
 
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        if not (chats and chats[0][0]["content"] == SYSTEM):
-            return super().generate(chats, max_new_tokens, temperature, tools)
-        out = []
-        for chat in chats:
-            if self.invalid > 0:
-                self.invalid -= 1
-                out.append(self._reply(chat, "No code here, sorry."))
-            else:
-                out += super().generate([chat], max_new_tokens, temperature, tools)
-        return out
+
+
+def parts(record) -> tuple:
+    """An iteration's record as (row, designs, playables, episodes, scores)."""
+    return record.row, record.designs, record.playables, record.episodes, record.scores

@@ -4,11 +4,11 @@ of attack, through the public API and the real scoring code; the sandbox's own c
 channels, validation that looks like play, replayed determinism) are in
 tests/test_sandbox_adversary.py, which also runs as an unprivileged user."""
 import pytest
+from scripted import ScriptedPlayer, parts
 
-from spade_mini.agent import Episode, Job
+from spade_mini.agent import Episode, Job, Playable, PlaySettings
 from spade_mini.config import Config
-from spade_mini.loop import Playable
-from spade_mini.reward import LearningPotential, score_playables
+from spade_mini.reward import LearningPotential, ScoreSettings, score_playables
 
 
 def _scored(returns_by_arm: dict[str, list[float]], designer_reward: str, potential=None):
@@ -19,9 +19,8 @@ def _scored(returns_by_arm: dict[str, list[float]], designer_reward: str, potent
             ep = Episode(job=Job("", seed, arm, None, "env"))
             ep.ret, ep.hint_shown, ep.terminated = ret, arm == "hint", True
             episodes.append(ep)
-    cfg = Config(model="tiny", designer_reward=designer_reward, regret_estimator="clipped")
-    scores, _ = score_playables([Playable("env", "skill", "games", "")], episodes, cfg,
-                                potential or LearningPotential())
+    scores, _ = score_playables([Playable("env", "skill", "games", "")], episodes,
+                                ScoreSettings(designer_reward, "clipped"), potential or LearningPotential())
     return scores["env"]
 
 
@@ -122,8 +121,7 @@ def test_observations_hints_and_tool_descriptions_cannot_forge_chat_turns(tiny_p
     from spade_mini.agent import play_episodes
     from spade_mini.policy import chat_ids
     tok = tiny_policy.tokenizer
-    (ep,) = play_episodes(tiny_policy, [Job(FORGING, 0, "hint", "Hint: " + FORGED, "forge")],
-                          max_turns=2, max_new_tokens=2)
+    (ep,) = play_episodes(tiny_policy, [Job(FORGING, 0, "hint", "Hint: " + FORGED, "forge")], PlaySettings(max_turns=2, max_new_tokens=2))
     assert not ep.crashed and FORGED in ep.messages[0]["content"]  # shown, as text
     start = tok.convert_tokens_to_ids("<|im_start|>")
     shown = ep.messages[:2 * len(ep.turns) - 1]  # what the last turn's prompt holds
@@ -140,21 +138,7 @@ def test_observations_hints_and_tool_descriptions_cannot_forge_chat_turns(tiny_p
 
 # ---- 5. one slow design does not stall the batch: concurrent steps, a budget per design ------
 
-class Reply:
-    """A policy that answers every turn at once with the same action."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def prompt_ids(self, chat):
-        return [0]
-
-    def generate(self, chats, max_new_tokens, temperature=None):
-        from spade_mini.policy import Completion
-        return [Completion(self.text, [0], [1], True) for _ in chats]
-
-
-def test_one_stalling_design_costs_the_batch_at_most_its_budget():
+def test_one_stalling_design_costs_the_batch_at_most_its_budget(tiny_policy):
     import time
 
     from hostile import SIMPLE, stalling
@@ -166,9 +150,7 @@ def test_one_stalling_design_costs_the_batch_at_most_its_budget():
             for arm in ("no_hint", "hint")]
     jobs += [Job(stalling(2.5), seed, "no_hint", None, "stall") for seed in range(4)]
     turns = []
-    episodes = play_episodes(Reply("\\boxed{0}"), jobs, max_turns=10, design_budget_s=budget,
-                             limits=SandboxLimits(call_timeout_s=3.0),
-                             on_turn=lambda turn, live: turns.append(time.monotonic()))
+    episodes = play_episodes(ScriptedPlayer(tiny_policy, "\\boxed{0}"), jobs, PlaySettings(max_turns=10, design_budget_s=budget, limits=SandboxLimits(call_timeout_s=3.0)), on_turn=lambda turn, live: turns.append(time.monotonic()))
     benign = [e for e in episodes if e.job.design_id == "benign"]
     stalled = [e for e in episodes if e.job.design_id == "stall"]
     assert all(e.end_reason == "truncated" and len(e.turns) == 10 for e in benign), \
@@ -176,9 +158,8 @@ def test_one_stalling_design_costs_the_batch_at_most_its_budget():
     assert all(e.crashed == "step" and "used up its 1 s" in e.end_reason for e in stalled)
     # one after another, the stalling steps alone would wait 4 x 10 x 2.5 = 100 s
     assert turns[-1] - turns[0] < budget + 2.0
-    cfg = Config(model="tiny")
     scores, _ = score_playables([Playable("benign", "s", "games", SIMPLE),
-                                 Playable("stall", "s", "games", jobs[-1].source)], episodes, cfg,
+                                 Playable("stall", "s", "games", jobs[-1].source)], episodes, ScoreSettings(),
                                 LearningPotential())
     assert "used up its" in scores["stall"].failure and scores["benign"].failure is None
 
@@ -205,29 +186,6 @@ class TellEnv:
 '''
 
 
-class ScriptedRoles:
-    """The tiny policy, but the designer writes `design` and the agent always replies `action`."""
-
-    def __init__(self, policy, design: str, action: str):
-        self.policy, self.design, self.action = policy, design, action
-
-    def __getattr__(self, name):
-        return getattr(self.policy, name)
-
-    def _reply(self, chat, text):
-        from spade_mini.policy import Completion
-        ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return Completion(text, self.policy.prompt_ids(chat), ids + [self.policy.pad_id], True)
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        from spade_mini.designer.prompts import SYSTEM
-        return [self._reply(c, self.design if c[0]["content"] == SYSTEM else self.action)
-                for c in chats]
-
-    def continue_chats(self, chats, max_new_tokens, temperature=None, tools=None, keys=None):
-        return [self._reply(c, self.action) for c in chats]
-
-
 def test_an_environment_cannot_pay_only_the_hint_arm(tiny_policy):
     import random
 
@@ -236,10 +194,10 @@ def test_an_environment_cannot_pay_only_the_hint_arm(tiny_policy):
     from spade_mini.reinforce import make_optimizer
     cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=2, max_turns=3,
                  turn_max_new_tokens=8, hint_source="env", lr=1e-3)
-    policy = ScriptedRoles(tiny_policy, f"```python\n{TELLS_THE_ARMS}```", "\\boxed{0}")
+    policy = ScriptedPlayer(tiny_policy, "\\boxed{0}", lambda chat: f"```python\n{TELLS_THE_ARMS}```")
     state = State(policy, make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None,
                   None, random.Random(0))
-    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
     assert designs[0].valid, designs[0].reasons  # (the second slot is a copy: a duplicate)
     hinted = [e for e in episodes if e.job.arm == "hint"]
     assert hinted and all(e.hint_shown for e in hinted)  # the hint arm was played, with its hint

@@ -11,9 +11,11 @@ import sys
 import pytest
 import torch
 
-from spade_mini.agent import RAW_ACTION_CHARS, Job, extract_action, last_boxed, play_episodes
+from scripted import ScriptedPlayer
+
+from spade_mini.agent import RAW_ACTION_CHARS, Job, PlaySettings, extract_action, last_boxed, play_episodes
 from spade_mini.envs import EXAMPLES
-from spade_mini.policy import Completion, token_logprobs
+from spade_mini.policy import token_logprobs
 from spade_mini.sandbox import SandboxLimits
 
 # Name three hidden letters in order; four misses lose. Actions arrive as \boxed{x}.
@@ -78,26 +80,7 @@ def trusted(source: str, seed: int):
     return env, obs, info
 
 
-class ScriptedPolicy:
-    """Replies `reply(chat)`; one fake token per character; records each batch it is given."""
-
-    def __init__(self, reply, finished: bool = True):
-        self.reply, self.finished, self.batches = reply, finished, []
-
-    def prompt_ids(self, chat, tools=None):
-        return [ord(ch) % 200 for m in chat for ch in m["content"]]
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        self.batches.append(len(chats))
-        outs = []
-        for chat in chats:
-            text = self.reply(chat)
-            ids = [ord(ch) % 200 for ch in text][:max_new_tokens]
-            outs.append(Completion(text, self.prompt_ids(chat), ids, self.finished))
-        return outs
-
-
-def winner(jobs: list[Job]) -> ScriptedPolicy:
+def winner(policy, jobs: list[Job]) -> ScriptedPlayer:
     """Plays each job's solution(), found by the observation in the chat's first message."""
     moves = {}
     for job in jobs:
@@ -110,10 +93,17 @@ def winner(jobs: list[Job]) -> ScriptedPolicy:
         move = plan[turn] if turn < len(plan) else "\\boxed{?}"
         return f"Let me think. {move}" if move.startswith("\\boxed") else move
 
-    return ScriptedPolicy(reply)
+    return ScriptedPlayer(policy, reply)
 
 
-WRONG = ScriptedPolicy(lambda chat: "I guess \\boxed{z}")
+@pytest.fixture
+def wrong(tiny_policy) -> ScriptedPlayer:
+    return ScriptedPlayer(tiny_policy, "I guess \\boxed{z}")
+
+
+def batches(policy: ScriptedPlayer) -> list[int]:
+    return [len(turn) for turn in policy.turns]
+
 
 
 # --- action extraction -------------------------------------------------------------------------
@@ -150,56 +140,56 @@ def test_extract_action_tool_use():
 
 # --- winning, losing and hints -----------------------------------------------------------------
 
-def test_scripted_winner_wins_and_wrong_player_loses():
+def test_scripted_winner_wins_and_wrong_player_loses(tiny_policy, wrong):
     jobs = [Job(LETTERS, seed) for seed in (3, 4, 5)]
-    policy = winner(jobs)
-    won = play_episodes(policy, jobs, max_turns=10)
+    policy = winner(tiny_policy, jobs)
+    won = play_episodes(policy, jobs, PlaySettings(max_turns=10))
     assert [(e.end_reason, e.ret, e.terminated) for e in won] == [("won", 1.0, True)] * 3
     assert [t.reward for t in won[0].turns] == [0.0, 0.0, 1.0]
     assert won[0].turns[-1].action == trusted(LETTERS, 3)[0].solution()[-1]
-    assert policy.batches == [3, 3, 3]  # all episodes in one call per turn
-    lost = play_episodes(WRONG, jobs[:1], max_turns=10)[0]
+    assert batches(policy) == [3, 3, 3]  # all episodes in one call per turn
+    lost = play_episodes(wrong, jobs[:1], PlaySettings(max_turns=10))[0]
     assert (lost.end_reason, lost.ret, len(lost.turns)) == ("lost", 0.0, 4)
 
 
-def test_tool_use_winner_wins():
+def test_tool_use_winner_wins(tiny_policy):
     env = next(e for e in EXAMPLES if e.name == "inventory_order")
     jobs = [Job(env.source, seed) for seed in (0, 1)]
-    episodes = play_episodes(winner(jobs), jobs, max_turns=10)
+    episodes = play_episodes(winner(tiny_policy, jobs), jobs, PlaySettings(max_turns=10))
     for ep in episodes:
         assert (ep.end_reason, ep.ret) == ("won", 1.0)
         assert ep.tools and "search_products" in ep.messages[0]["content"]
         assert ep.turns[0].action.startswith("<tool_call>")
 
 
-def test_hint_arms():
+def test_hint_arms(wrong):
     text = "Start with the letter a."
-    hinted, plain, own = play_episodes(WRONG, [Job(LETTERS, 1, arm="hint", hint=text),
+    hinted, plain, own = play_episodes(wrong, [Job(LETTERS, 1, arm="hint", hint=text),
                                                Job(LETTERS, 1, arm="no_hint", hint=text),
-                                               Job(LETTERS, 1, arm="hint", hint=None)], max_turns=1)
+                                               Job(LETTERS, 1, arm="hint", hint=None)], PlaySettings(max_turns=1))
     assert "\n\nHINT: " + text in hinted.messages[0]["content"]
     assert "HINT:" not in plain.messages[0]["content"]
     assert "HINT:" not in own.messages[0]["content"] and not own.hint_shown  # read beforehand
 
 
-def test_the_child_that_plays_is_never_asked_for_its_hint():
+def test_the_child_that_plays_is_never_asked_for_its_hint(wrong):
     # hints are read outside the children that play (designer/hints.py), so both arms' children
     # get the same calls; a hint arm without a hint plays unhinted
     broken_hint = LETTERS.replace('return "The letters are "',
                                   'raise KeyError("no hint today")\n        return "The letters are "')
-    (ep,) = play_episodes(WRONG, [Job(broken_hint, 1, arm="hint", hint=None)], max_turns=1)
+    (ep,) = play_episodes(wrong, [Job(broken_hint, 1, arm="hint", hint=None)], PlaySettings(max_turns=1))
     assert "HINT:" not in ep.messages[0]["content"] and not ep.notes
     assert ep.ret == 0.0 and ep.end_reason != "" and not ep.end_reason.startswith("reset failed")
 
 
 # --- broken environments -----------------------------------------------------------------------
 
-def test_broken_environments_end_only_their_own_episode():
+def test_broken_environments_end_only_their_own_episode(tiny_policy):
     jobs = [Job(LETTERS, 1), Job(BROKEN.replace("MODE", "step"), 2),
             Job(BROKEN.replace("MODE", "hang"), 3), Job(BROKEN.replace("MODE", "reset"), 4),
             Job(LETTERS, 2)]
-    policy = winner([jobs[0], jobs[-1]])  # the broken ones get a default reply
-    good1, step, hang, reset, good2 = play_episodes(policy, jobs, max_turns=10, limits=SHORT)
+    policy = winner(tiny_policy, [jobs[0], jobs[-1]])  # the broken ones get a default reply
+    good1, step, hang, reset, good2 = play_episodes(policy, jobs, PlaySettings(max_turns=10, limits=SHORT))
     assert (good1.end_reason, good1.ret) == (good2.end_reason, good2.ret) == ("won", 1.0)
     assert step.end_reason.startswith("step failed: EnvRuntimeError") and "step exploded" in step.end_reason
     assert hang.end_reason.startswith("step failed: EnvTimeout")
@@ -207,29 +197,29 @@ def test_broken_environments_end_only_their_own_episode():
     assert [step.ret, hang.ret, reset.ret] == [-1.0, -1.0, -1.0]
     assert reset.turns == [] and len(step.turns) == len(hang.turns) == 1
     assert "[environment error]" in step.messages[-1]["content"]
-    assert policy.batches == [4, 2, 2]  # the failed reset never plays; crashed episodes drop out
+    assert batches(policy) == [4, 2, 2]  # the failed reset never plays; crashed episodes drop out
 
 
-def test_crash_reward_is_configurable():
-    ep = play_episodes(WRONG, [Job(BROKEN.replace("MODE", "step"), 0)], crash_reward=-0.5)[0]
+def test_crash_reward_is_configurable(wrong):
+    ep = play_episodes(wrong, [Job(BROKEN.replace("MODE", "step"), 0)], PlaySettings(crash_reward=-0.5))[0]
     assert ep.ret == -0.5
 
 
 # --- how episodes end --------------------------------------------------------------------------
 
-def test_completion_without_eos_ends_no_eos():
-    policy = ScriptedPolicy(lambda chat: "\\boxed{a} and on and on", finished=False)
-    ep = play_episodes(policy, [Job(LETTERS, 0)], max_turns=5)[0]
+def test_completion_without_eos_ends_no_eos(tiny_policy):
+    policy = ScriptedPlayer(tiny_policy, "\\boxed{a} and on and on", finished=False)
+    ep = play_episodes(policy, [Job(LETTERS, 0)], PlaySettings(max_turns=5))[0]
     assert (ep.end_reason, ep.ret, ep.terminated, len(ep.turns)) == ("no_eos", 0.0, False, 1)
     assert ep.messages[-1]["role"] == "assistant"  # nothing reached the environment
 
 
-def test_context_limit_ends_context():
-    first = len(WRONG.prompt_ids([{"role": "user", "content": _first_message(0)}]))
-    ep = play_episodes(WRONG, [Job(LETTERS, 0)], max_turns=5, max_new_tokens=16,
-                       max_context_tokens=first + 16 + 5)[0]
+def test_context_limit_ends_context(wrong):
+    first = len(wrong.prompt_ids([{"role": "user", "content": _first_message(0)}]))
+    ep = play_episodes(wrong, [Job(LETTERS, 0)], PlaySettings(max_turns=5, max_new_tokens=16,
+                                                              max_context_tokens=first + 16 + 5))[0]
     assert (ep.end_reason, ep.ret, len(ep.turns)) == ("context", 0.0, 1)
-    none = play_episodes(WRONG, [Job(LETTERS, 0)], max_new_tokens=16, max_context_tokens=first)[0]
+    none = play_episodes(wrong, [Job(LETTERS, 0)], PlaySettings(max_new_tokens=16, max_context_tokens=first))[0]
     assert (none.end_reason, none.turns) == ("context", [])
 
 
@@ -238,34 +228,22 @@ def _first_message(seed):
     return first_message(trusted(LETTERS, seed)[1], None, None)
 
 
-def test_turn_cap_ends_turn_cap():
-    ep = play_episodes(WRONG, [Job(LETTERS, 0)], max_turns=2)[0]
+def test_turn_cap_ends_turn_cap(wrong):
+    ep = play_episodes(wrong, [Job(LETTERS, 0)], PlaySettings(max_turns=2))[0]
     assert (ep.end_reason, ep.ret, ep.terminated, len(ep.turns)) == ("turn_cap", 0.0, False, 2)
 
 
 # --- what training needs -----------------------------------------------------------------------
 
-class AlwaysStops:
-    """A real policy whose completions are all treated as finished, so episodes last."""
-
-    def __init__(self, policy):
-        self.policy, self.outs = policy, []
-
-    def prompt_ids(self, chat, tools=None):
-        return self.policy.prompt_ids(chat, tools)
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        outs = self.policy.generate(chats, max_new_tokens, temperature=temperature)
-        for o in outs:
-            o.finished = True
-        self.outs.append(outs)
-        return outs
+def always_stops(policy) -> ScriptedPlayer:
+    """The model plays, and each of its turns counts as finished, so episodes last."""
+    return ScriptedPlayer(policy, None, finished=True)
 
 
 def test_episode_records_for_training(tiny_policy):
-    policy = AlwaysStops(tiny_policy)
-    episodes = play_episodes(policy, [Job(LETTERS, 0), Job(LETTERS, 1)], max_turns=3,
-                             max_new_tokens=6, temperature=0)
+    policy = always_stops(tiny_policy)
+    episodes = play_episodes(policy, [Job(LETTERS, 0), Job(LETTERS, 1)],
+                             PlaySettings(max_turns=3, max_new_tokens=6, temperature=0))
     for k, ep in enumerate(episodes):
         assert ep.end_reason == "turn_cap" and len(ep.turns) == 3
         assert [len(m) for m in ep.completion_mask] == [len(t.completion_ids) for t in ep.turns]
@@ -273,10 +251,10 @@ def test_episode_records_for_training(tiny_policy):
         for t, turn in enumerate(ep.turns):
             chat = ep.messages[:2 * t + 1]  # user, assistant, user, ...: the chat at turn t
             assert turn.prompt_ids == tiny_policy.prompt_ids(chat)
-            assert turn.prompt_ids == policy.outs[t][k].prompt_ids
-            assert turn.completion_ids == policy.outs[t][k].completion_ids
+            assert turn.prompt_ids == policy.turns[t][k].prompt_ids
+            assert turn.completion_ids == policy.turns[t][k].completion_ids
             assert 1 <= len(turn.completion_ids) <= 6
-            assert ep.messages[2 * t + 1]["content"] == policy.outs[t][k].text
+            assert ep.messages[2 * t + 1]["content"] == policy.turns[t][k].text
     # a later turn's prompt extends the earlier one (the chat only grows)
     p0, p1 = episodes[0].turns[0].prompt_ids, episodes[0].turns[1].prompt_ids
     assert len(p1) > len(p0)
@@ -293,10 +271,10 @@ def test_lockstep_matches_one_by_one(fp32_policy):
     # wrong answer does not end the game (so turn 2 is played)
     source = next(e for e in EXAMPLES if e.name == "knapsack").source
     jobs = [Job(source, seed) for seed in (0, 1, 2, 3)]
-    kw = dict(max_turns=2, max_new_tokens=12, temperature=0)
+    kw = PlaySettings(max_turns=2, max_new_tokens=12, temperature=0)
     # the model rarely stops within 12 tokens; treating every turn as finished reaches turn 2
-    batched = play_episodes(AlwaysStops(fp32_policy), jobs, **kw)
-    alone = [play_episodes(AlwaysStops(fp32_policy), [j], **kw)[0] for j in jobs]
+    batched = play_episodes(always_stops(fp32_policy), jobs, kw)
+    alone = [play_episodes(always_stops(fp32_policy), [j], kw)[0] for j in jobs]
     assert len({len(e.turns[0].prompt_ids) for e in batched}) > 1
     assert any(len(e.turns) == 2 for e in batched)  # some episodes reach a second, padded turn
     pad = fp32_policy.pad_id

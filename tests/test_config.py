@@ -81,14 +81,26 @@ def test_bad_flag_exits_2_with_one_line():
     assert out.stderr.strip().count("\n") == 0 and "--lr expects float" in out.stderr
 
 
-def test_plain_fixed_pool_alone_is_one_sentence_not_a_spade_run():
-    """--plain-fixed-pool only says which fixed pool --fixed-pool plays; alone it once ran SPADE
-    with its designer, silently (a curve's 'plain' arm did)."""
-    with pytest.raises(ConfigError, match="give both flags"):
-        Config(plain_fixed_pool=True)
-    assert Config(fixed_pool=True, plain_fixed_pool=True).plain_fixed_pool
+def test_a_config_json_of_an_older_run_resumes_as_the_run_it_describes():
+    """--fixed-pool, --plain-fixed-pool and --pool-examples-when-empty are gone; a run saved with
+    them resumes with the pool fill it meant (silently dropped, --fixed-pool would run SPADE)."""
+    from spade_mini.cli import parse_args
+    base = Config(model="tiny").to_dict()
+    for key in ("pool_fill", "pool_keep"):
+        base.pop(key)
+    fixed = parse_args(["--resume"], base={**base, "fixed_pool": True, "pool_max_age": 4})
+    assert (fixed.pool_fill, fixed.pool_keep) == ("examples", True)
+    plain = parse_args(["--resume"], base={**base, "fixed_pool": True, "plain_fixed_pool": True, "pool_max_age": 0})
+    assert (plain.pool_fill, plain.pool_keep, plain.pool_max_age) == ("examples", False, 4)
+    smoke = parse_args(["--resume"], base={**base, "pool_examples_when_empty": True, "pool_max_age": 4})
+    assert smoke.pool_fill == "both"
+    assert parse_args(["--resume"], base={**base, "pool_max_age": 4}).pool_fill == "designs"
+    with pytest.raises(ConfigError, match="one of designs, examples, both"):
+        Config(pool_fill="fixed")
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     from curve_summary import ARMS
-    assert "--fixed-pool" in ARMS["plain"] and "--plain-fixed-pool" in ARMS["plain"]
+    assert {arm: flags[-1] for arm, flags in ARMS.items()} == {"spade": "designs", "fixed": "examples", "both": "both"}
+
+

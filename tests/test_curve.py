@@ -121,7 +121,7 @@ def test_train_writes_the_curve_and_the_warm_started_policy(tmp_path):
     checkpoint of their own (before iteration 0), every point of the curve, the warm start's
     included, played exactly the same distinct held-out items, and the transfer suites were
     played at the start and the last point only."""
-    cmd = [sys.executable, "train.py", "--preset", "cpu-smoke", "--model", "tiny", "--fixed-pool",
+    cmd = [sys.executable, "train.py", "--preset", "cpu-smoke", "--model", "tiny", "--pool-fill", "examples",
            "--iterations", "2", "--eval-every", "1", "--eval-seeds", "2", "--warm-start-steps", "1",
            "--designs-per-iteration", "2", "--plays-per-design", "2", "--turn-max-new-tokens", "4",
            "--transfer-items", "1", "--run-dir", str(tmp_path), "--name", "curve"]
@@ -193,8 +193,8 @@ def test_a_stopped_curve_continues_instead_of_starting_again(tmp_path):
     assert not start.exists() and not arm.exists() and (tmp_path / "c-fixed-s0.log").read_text() == log
     again = json.loads(saved.read_text())
     assert again["runs"] == summary["runs"] and again["arms"] == summary["arms"]
-    # another arm asked for later (the plain rotation of seed 0 only) keeps the runs the summary holds
-    curve(2, "--arms", "plain", "--plot-only")
+    # another arm asked for later (the seeded pool of seed 0 only) keeps the runs the summary holds
+    curve(2, "--arms", "both", "--plot-only")
     assert json.loads(saved.read_text())["runs"] == summary["runs"]
 
 

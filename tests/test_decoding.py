@@ -3,8 +3,9 @@ the scored one, finished rows leave the batch, and a cache is only reused under 
 adapter it was made under."""
 import pytest
 import torch
+from scripted import ScriptedPlayer
 
-from spade_mini.agent import Job, play_episodes
+from spade_mini.agent import Job, PlaySettings, play_episodes
 from spade_mini.config import Config
 from spade_mini.envs import EXAMPLES
 from spade_mini.policy import PLAIN, Sampling, decoding, load_policy, sampled_logprobs, token_logprobs
@@ -37,36 +38,22 @@ def test_greedy_continuations_equal_plain_generate_over_turns(fp32_policy):
     assert fp32_policy.tokens_reused - reused > 3 * len(chats) * 30  # later turns reused their chats
 
 
-class AlwaysStops:
-    """A real policy whose turns all count as finished, so that episodes last; `continue_chats`
-    is offered only when `go_on` is set, so the agent takes either path."""
+class Forgets(ScriptedPlayer):
+    """The model plays, every turn counted as finished, and keeps nothing between turns (no keys:
+    each turn decodes its whole chat again)."""
 
-    def __init__(self, policy, go_on):
-        self.policy = policy
-        if go_on:
-            self.continue_chats = lambda chats, n, temperature=None, keys=None: self.finish(
-                policy.continue_chats(chats, n, temperature=temperature, keys=keys))
-
-    def prompt_ids(self, chat, tools=None):
-        return self.policy.prompt_ids(chat, tools)
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        return self.finish(self.policy.generate(chats, max_new_tokens, temperature=temperature))
-
-    def finish(self, outs):
-        for o in outs:
-            o.finished = True
-        return outs
+    def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
+        return super().continue_chats(chats, max_new_tokens, temperature, keys=None)
 
 
 def test_play_gives_the_same_transcripts_on_either_path(fp32_policy):
     source = next(e for e in EXAMPLES if e.name == "knapsack").source  # a wrong answer does not end it
     jobs = [Job(source, seed) for seed in range(4)]
-    kw = dict(max_turns=3, max_new_tokens=8, temperature=0)
+    kw = PlaySettings(max_turns=3, max_new_tokens=8, temperature=0)
     reused = fp32_policy.tokens_reused
-    plain = play_episodes(AlwaysStops(fp32_policy, go_on=False), jobs, **kw)
-    assert fp32_policy.tokens_reused == reused  # the generate-only double took the plain path
-    went_on = play_episodes(AlwaysStops(fp32_policy, go_on=True), jobs, **kw)
+    plain = play_episodes(Forgets(fp32_policy, None, finished=True), jobs, kw)
+    assert fp32_policy.tokens_reused == reused  # nothing kept, nothing reused
+    went_on = play_episodes(ScriptedPlayer(fp32_policy, None, finished=True), jobs, kw)
     assert fp32_policy.tokens_reused > reused
     assert all(len(e.turns) == 3 for e in plain)
     for a, b in zip(plain, went_on):
@@ -143,6 +130,7 @@ def test_the_designer_writes_every_attempt_in_one_batch_and_stops_each_at_its_cl
     stopping once the rule says its environment's block has closed (here: 5 tokens in)."""
     import random as stdlib_random
 
+    from spade_mini.designer import DesignSettings
     from spade_mini.designer import design as design_module
     from spade_mini.designer import design_environments, skills_for
     calls = []
@@ -155,8 +143,7 @@ def test_the_designer_writes_every_attempt_in_one_batch_and_stops_each_at_its_cl
     monkeypatch.setattr(design_module, "env_block_closed",
                         lambda text: len(tiny_policy.tokenizer(text, add_special_tokens=False)["input_ids"]) >= 5)
     monkeypatch.setattr(design_module, "FENCE_END", None)  # ask the rule after every token (the tiny model writes no fences)
-    designs = design_environments(tiny_policy, skills_for("games")[:3], None, None, stdlib_random.Random(0),
-                                  max_new_tokens=40, temperature=1.0, iteration=0)
+    designs = design_environments(tiny_policy, skills_for("games")[:3], None, None, stdlib_random.Random(0), DesignSettings(max_new_tokens=40, temperature=1.0), iteration=0)
     assert calls == [3]
     assert all(d.completion.finished and len(d.completion.completion_ids) < 40 for d in designs)
     assert not any("cut off" in r for d in designs for r in d.reasons)

@@ -1,11 +1,11 @@
 """The designer: skills, prompts, code extraction, hints, and a design flow through the sandbox."""
 import random
 import re
-from dataclasses import dataclass
-
+import statistics
 import pytest
+from scripted import ScriptedDesigner
 
-from spade_mini.designer import (NO_CLASS, SKILLS, Corpus, Document, EnvRecord, Memory, SkillError,
+from spade_mini.designer import (NO_CLASS, SKILLS, DesignSettings, Corpus, Document, EnvRecord, Memory, SkillError,
                                   design_environments, design_record, extract_code, generate_hints, prompts,
                                   skill_schedule, skills_for)
 from spade_mini.designer.prompts import designer_prompt, hint_prompt, with_hint
@@ -15,26 +15,6 @@ GAME_KEYS = ["pattern_recognition", "logical_deduction", "strategic_planning",
              "optimization", "language_understanding"]
 TOOL_KEYS = ["api_orchestration", "data_retrieval", "state_modification", "error_recovery",
              "tool_selection", "multi_step_workflows"]
-
-
-@dataclass
-class FakeCompletion:  # the fields of model.Completion
-    text: str
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    finished: bool = True
-
-
-class ScriptedPolicy:
-    """Replies with prepared texts, in order, and records every batched call."""
-
-    def __init__(self, texts, finished=True):
-        self.texts, self.finished, self.calls = list(texts), finished, []
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        self.calls.append((chats, max_new_tokens, temperature))
-        return [FakeCompletion(self.texts.pop(0), list(range(7 + i)), [1, 2], self.finished)
-                for i, _ in enumerate(chats)]
 
 
 def test_skills_per_setting_and_mix():
@@ -107,13 +87,13 @@ def test_extract_code_on_messy_replies(text, expected):
     assert extract_code(text) == expected
 
 
-def test_hint_prompt_and_batched_hints():
+def test_hint_prompt_and_batched_hints(tiny_policy):
     games = hint_prompt("class GEnv: pass", "games")
     tools = hint_prompt("class TEnv: pass", "tool_use")
     assert "class GEnv: pass" in games[1]["content"] and "\\boxed" in games[0]["content"]
     assert "placeholders" in tools[0]["content"] and "never state the exact answer" in games[0]["content"].lower()
     assert with_hint("Obs.", "Halve it.") == "Obs.\n\nHINT: Halve it."
-    policy = ScriptedPolicy(["Hint: Halve the range.", "  Call lookup first.  "])
+    policy = ScriptedDesigner(tiny_policy, ["Hint: Halve the range.", "  Call lookup first.  "])
     hints = generate_hints(policy, ["class AEnv: pass", "class BEnv: pass"], ["games", "tool_use"],
                            max_new_tokens=40)
     assert hints == ["Halve the range.", "Call lookup first."]
@@ -153,11 +133,10 @@ CRASHES = ("```python\nclass CrashEnv:\n    def reset(self, seed=None):\n       
 PROSE = "I would design a maze game where the agent walks around."
 
 
-def test_valid_and_invalid_designs_flow_through_validation():
-    policy = ScriptedPolicy([VALID, CRASHES, PROSE])
+def test_valid_and_invalid_designs_flow_through_validation(tiny_policy):
+    policy = ScriptedDesigner(tiny_policy, [VALID, CRASHES, PROSE])
     skills = skills_for("games")[:3]
-    designs = design_environments(policy, skills, Corpus.load(None), Memory(), random.Random(0),
-                                  max_new_tokens=300, temperature=0.6, iteration=3)
+    designs = design_environments(policy, skills, Corpus.load(None), Memory(), random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6), iteration=3)
     assert len(policy.calls) == 1 and len(policy.calls[0][0]) == 3  # one batched call
     assert policy.calls[0][1:] == (300, 0.6)
     good, crash, prose = designs
@@ -168,7 +147,8 @@ def test_valid_and_invalid_designs_flow_through_validation():
     assert not prose.valid and prose.source is None and prose.validation is None
     assert prose.reasons == [NO_CLASS]
     assert [d.id for d in designs] == ["it0003-00", "it0003-01", "it0003-02"]
-    assert [d.skill for d in designs] == skills and [d.prompt_tokens for d in designs] == [7, 8, 9]
+    assert [d.skill for d in designs] == skills
+    assert [d.prompt_tokens for d in designs] == [len(tiny_policy.prompt_ids(d.prompt)) for d in designs]
     assert all(d.attempt == 1 and d.document_id for d in designs)
     record = design_record(good, 0.5, 1.0, 0.5)
     assert (record.title, record.skill, record.valid, record.regret) == (
@@ -176,11 +156,10 @@ def test_valid_and_invalid_designs_flow_through_validation():
     assert design_record(prose).source == "" and not design_record(prose).valid
 
 
-def test_retries_regenerate_only_invalid_slots_keep_every_attempt_and_report_cut_offs():
+def test_retries_regenerate_only_invalid_slots_keep_every_attempt_and_report_cut_offs(tiny_policy):
     other = VALID.replace("randint(10, 99)", "randint(100, 999)")  # the same again is a duplicate
-    policy = ScriptedPolicy([VALID, PROSE, other])
-    designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(1),
-                                  max_new_tokens=64, temperature=0.6, iteration=0, retries=2)
+    policy = ScriptedDesigner(tiny_policy, [VALID, PROSE, other])
+    designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(1), DesignSettings(max_new_tokens=64, temperature=0.6, retries=2), iteration=0)
     assert [len(chats) for chats, _, _ in policy.calls] == [2, 1]
     # every attempt is kept, the slot's invalid first try too (a designer sample and a memory record)
     assert [d.valid for d in designs] == [True, False, True] and [d.attempt for d in designs] == [1, 1, 2]
@@ -189,24 +168,24 @@ def test_retries_regenerate_only_invalid_slots_keep_every_attempt_and_report_cut
     assert all(d.document_id is None for d in designs)
     assert "REFERENCE_DOCUMENT" not in designs[0].prompt[1]["content"]
 
-    cut = ScriptedPolicy(["```python\nclass HalfEnv:\n    def reset(self"], finished=False)
-    (design,) = design_environments(cut, skills_for("tool_use")[:1], None, None, random.Random(2),
-                                    max_new_tokens=64, temperature=0.6, iteration=1)
+    cut = ScriptedDesigner(tiny_policy, ["```python\nclass HalfEnv:\n    def reset(self"], cut=True)
+    (design,) = design_environments(cut, skills_for("tool_use")[:1], None, None, random.Random(2), DesignSettings(max_new_tokens=64, temperature=0.6), iteration=1)
     assert not design.valid and any("syntax error" in r for r in design.reasons)
     assert design.reasons[-1] == "reply cut off at 64 new tokens"
 
 
-def test_design_script_writes_one_file_per_design(tmp_path):
+def test_design_script_writes_one_file_per_design(tiny_policy, tmp_path):
     import importlib.util
     from pathlib import Path
     spec = importlib.util.spec_from_file_location("design", Path(__file__).parents[1] / "design.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    policy = ScriptedPolicy([VALID, PROSE])
-    designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(0),
-                                  max_new_tokens=64, temperature=0.6, iteration=0)
+    policy = ScriptedDesigner(tiny_policy, [VALID, PROSE])
+    designs = design_environments(policy, skills_for("games")[:2], None, None, random.Random(0), DesignSettings(max_new_tokens=64, temperature=0.6), iteration=0)
     summary = script.write_designs(designs, tmp_path / "out")
-    assert summary.startswith("1/2 valid (50%); median prompt 8 tokens, median completion 2 tokens")
+    prompt = statistics.median(d.prompt_tokens for d in designs)
+    completion = statistics.median(len(d.completion.completion_ids) for d in designs)
+    assert summary.startswith(f"1/2 valid (50%); median prompt {prompt:.0f} tokens, median completion {completion:.0f} tokens")
     good = (tmp_path / "out" / "it0000-00.py").read_text()
     bad = (tmp_path / "out" / "it0000-01.py").read_text()
     assert "# valid: True" in good and "class LastDigitEnv" in good
@@ -227,15 +206,14 @@ README_TABLE = {"no_code": 0, "syntax": 1, "structure": 2, "load": 3, "reset": 4
 
 
 @pytest.mark.golden
-def test_one_reply_per_stage_reaches_its_stage_and_reward():
+def test_one_reply_per_stage_reaches_its_stage_and_reward(tiny_policy):
     from spade_mini.reward import apply_invalid_policy
     cases = _golden("validity_stages")
     replies = [c["source"] if c["stage"] == "no_code" else
                "```python\n" + (prompts.GAME_EXAMPLE if c["source"] == "__EXAMPLE__" else c["source"])
                + "\n```" for c in cases]
-    policy = ScriptedPolicy(replies)
-    designs = design_environments(policy, skills_for("games")[:1] * len(cases), None, None,
-                                  random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
+    policy = ScriptedDesigner(tiny_policy, replies)
+    designs = design_environments(policy, skills_for("games")[:1] * len(cases), None, None, random.Random(0), DesignSettings(max_new_tokens=64, temperature=0.6), iteration=0)
     assert [d.stage for d in designs] == [c["stage"] for c in cases], [d.reasons for d in designs]
     for floor, spacing in ((-0.5, 0.5 / 13), (0.0, 1 / 13)):
         rewards = apply_invalid_policy([(d.stage, 0.25, True) for d in designs], "graded", -1.0, floor)
@@ -244,7 +222,7 @@ def test_one_reply_per_stage_reaches_its_stage_and_reward():
             assert r == pytest.approx(want), d.stage
 
 
-def test_a_valid_copy_of_an_example_earns_more_than_any_broken_design():
+def test_a_valid_copy_of_an_example_earns_more_than_any_broken_design(tiny_policy):
     """The warm start teaches the designer the examples themselves; self-play must not then pay
     a copy (refused as a duplicate) less than code that does not even run."""
     from spade_mini.envs import STARTER
@@ -253,8 +231,7 @@ def test_a_valid_copy_of_an_example_earns_more_than_any_broken_design():
               "```python\nclass AEnv:\n    def __init__(self):\n        1 / 0\n```", CRASHES,
               "```python\n" + STARTER[0].without_solution + "```"]
     replies = [f"```python\n{STARTER[0].source}```"] + broken
-    designs = design_environments(ScriptedPolicy(replies), skills_for("games")[:1] * len(replies), None, None,
-                                  random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
+    designs = design_environments(ScriptedDesigner(tiny_policy, replies), skills_for("games")[:1] * len(replies), None, None, random.Random(0), DesignSettings(max_new_tokens=64, temperature=0.6), iteration=0)
     assert designs[0].stage == "duplicate" and all(d.stage not in ("valid", "duplicate") for d in designs[1:])
     for kind in ("regret", "blend"):
         floor = lowest_valid_reward(kind)
@@ -262,24 +239,18 @@ def test_a_valid_copy_of_an_example_earns_more_than_any_broken_design():
         assert copy > max(rest) and copy < floor
 
 
-class RepairingPolicy(ScriptedPolicy):
+def repairing(tiny_policy) -> ScriptedDesigner:
     """A designer that writes a NameError in step() and fixes it when shown validation's words."""
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        self.calls.append((chats, max_new_tokens, temperature))
-        return [FakeCompletion(VALID if "failed validation" in chat[1]["content"] else NAME_ERROR,
-                               list(range(5)), [1, 2]) for chat in chats]
+    return ScriptedDesigner(tiny_policy, lambda chat: VALID if "failed validation" in chat[1]["content"] else NAME_ERROR)
 
 
 NAME_ERROR = VALID.replace("good = action.strip()", "good = actoin.strip()")
 
 
-def test_an_attempt_that_failed_as_a_bug_is_repaired_and_both_are_recorded():
+def test_an_attempt_that_failed_as_a_bug_is_repaired_and_both_are_recorded(tiny_policy):
     from spade_mini.run.reports import sample_rows
     skills = skills_for("games")[:1]
-    designs = design_environments(RepairingPolicy([]), skills, Corpus.load(None), Memory(), random.Random(0),
-                                  max_new_tokens=300, temperature=0.6, iteration=2, until_valid=1,
-                                  max_attempts=3, repair=True)
+    designs = design_environments(repairing(tiny_policy), skills, Corpus.load(None), Memory(), random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, until_valid=1, cap=3, repair=True), iteration=2)
     broken, fixed = designs
     assert broken.stage == "step" and any("NameError" in r for r in broken.reasons), broken.reasons
     assert (broken.written_as, broken.parent) == ("fresh", None)
@@ -293,35 +264,27 @@ def test_an_attempt_that_failed_as_a_bug_is_repaired_and_both_are_recorded():
     assert [(r["written_as"], r["parent"]) for r in rows] == [("fresh", None), ("repair", broken.id)]
 
     # without repair the slot is written afresh (the same bug again); a repair that fails is not repaired again
-    plain = design_environments(RepairingPolicy([]), skills, None, None, random.Random(0), max_new_tokens=300,
-                                temperature=0.6, iteration=2, until_valid=1, max_attempts=3)
+    plain = design_environments(repairing(tiny_policy), skills, None, None, random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, until_valid=1, cap=3), iteration=2)
     assert [(d.written_as, d.valid) for d in plain] == [("fresh", False)] * 3
-    stubborn = RepairingPolicy([])
-    stubborn.generate = lambda chats, *a, **k: [FakeCompletion(NAME_ERROR, [0], [1]) for _ in chats]
-    again = design_environments(stubborn, skills, None, None, random.Random(0), max_new_tokens=300,
-                                temperature=0.6, iteration=2, until_valid=1, max_attempts=4, repair=True)
+    stubborn = ScriptedDesigner(tiny_policy, lambda chat: NAME_ERROR)
+    again = design_environments(stubborn, skills, None, None, random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, until_valid=1, cap=4, repair=True), iteration=2)
     assert [d.written_as for d in again] == ["fresh", "repair", "fresh", "repair"]
 
 
-def test_an_edit_of_a_pool_environment_must_change_more_than_names_and_numbers():
+def test_an_edit_of_a_pool_environment_must_change_more_than_names_and_numbers(tiny_policy):
     parent_source = extract_code(VALID)
     renamed = (VALID.replace("LastDigitEnv", "UnitsEnv").replace("self.n", "self.value")
                .replace("randint(10, 99)", "randint(100, 999)"))
     twisted = VALID.replace("self.n % 10", "(self.n // 10) % 10").replace("last digit", "tens digit")
     replies = []
 
-    class Editor(ScriptedPolicy):
-        def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-            self.calls.append((chats, max_new_tokens, temperature))
-            return [FakeCompletion(replies.pop(0) if "Write a variant" in c[1]["content"] else PROSE, [0], [1])
-                    for c in chats]
+    def editor():
+        return ScriptedDesigner(tiny_policy, lambda c: replies.pop(0) if "Write a variant" in c[1]["content"] else PROSE)
 
     pool = [("it0001-03", parent_source, 2, 0.375, "games"), ("it0001-05", "class ToolEnv: ...", 0, 0.5, "tool_use")]
     for reply, valid in ((renamed, False), (twisted, True)):
         replies.append(reply)
-        edit, fresh = design_environments(Editor([]), skills_for("games")[:2], Corpus.load(None), Memory(),
-                                          random.Random(0), max_new_tokens=300, temperature=0.6, iteration=4,
-                                          edits=1, edit_from=pool)
+        edit, fresh = design_environments(editor(), skills_for("games")[:2], Corpus.load(None), Memory(), random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, edit_share=1 / len(skills_for("games")[:2])), iteration=4, edit_from=pool)
         assert (edit.written_as, edit.parent, fresh.written_as) == ("edit", "it0001-03", "fresh")
         text = edit.prompt[1]["content"]
         assert "self.n % 10" in text and "at level 2 and wins 38% of its recent games" in text
@@ -330,12 +293,10 @@ def test_an_edit_of_a_pool_environment_must_change_more_than_names_and_numbers()
         if not valid:  # the copy guard alone would pass it: other numbers are another game
             assert edit.stage == "duplicate" and "only the names and numbers of it0001-03" in edit.reasons[0]
     # no pool environment: every slot is written afresh
-    fresh = design_environments(Editor([]), skills_for("games")[:2], None, None, random.Random(0),
-                                max_new_tokens=300, temperature=0.6, iteration=4, edits=2, edit_from=[])
+    fresh = design_environments(editor(), skills_for("games")[:2], None, None, random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, edit_share=2 / len(skills_for("games")[:2])), iteration=4, edit_from=[])
     assert [d.written_as for d in fresh] == ["fresh", "fresh"]
     # a pool of another setting only: its contract is not the slot's, so no edit
-    other = design_environments(Editor([]), skills_for("games")[:1], None, None, random.Random(0), max_new_tokens=300,
-                                temperature=0.6, iteration=4, edits=1, edit_from=pool[1:])
+    other = design_environments(editor(), skills_for("games")[:1], None, None, random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, edit_share=1 / len(skills_for("games")[:1])), iteration=4, edit_from=pool[1:])
     assert [d.written_as for d in other] == ["fresh"]
 
 

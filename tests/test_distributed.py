@@ -20,14 +20,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from test_loop import ROOT, ScriptedPlayer, _comparable
+from scripted import parts
+from test_loop import ROOT, _comparable, passes_without_hint
 
 from spade_mini.config import Config
 from spade_mini.designer import Memory, skills_for
 from spade_mini.envs import EXAMPLES
 from spade_mini.loop import State, one_iteration
 from spade_mini.policy import load_policy
-from spade_mini.reinforce import Sample, make_optimizer, role_token_counts, update
+from spade_mini.reinforce import Sample, UpdateSettings, make_optimizer, role_token_counts, update
 from spade_mini.run import distributed
 
 WORLD = 2
@@ -77,7 +78,7 @@ def _sgd_update(policy, samples, **kwargs):
     """One update with SGD at lr 1 and no clipping, so that the weights move by minus the gradient."""
     before = _trainable(policy)
     optimizer = torch.optim.SGD([p for p in policy.model.parameters() if p.requires_grad], lr=1.0)
-    stats = update(policy, samples, optimizer, micro_batch=2, max_grad_norm=0.0, **kwargs)
+    stats = update(policy, samples, optimizer, UpdateSettings(micro_batch=2, max_grad_norm=0.0), **kwargs)
     return {n: before[n] - p for n, p in _trainable(policy).items()}, stats
 
 
@@ -92,8 +93,7 @@ def _update_worker(rank: int, port: int, out: str) -> None:
                                   sync_gradients=distributed.all_reduce_gradients)
         # then AdamW with clipping, as the loop runs it: the ranks must stay bit-identical
         adamw = make_optimizer(policy.model, 1e-3)
-        update(policy, mine, adamw, micro_batch=2, max_grad_norm=0.5, token_counts=counts,
-               sync_gradients=distributed.all_reduce_gradients)
+        update(policy, mine, adamw, UpdateSettings(micro_batch=2, max_grad_norm=0.5), token_counts=counts, sync_gradients=distributed.all_reduce_gradients)
         distributed.check_identical(policy.trainable_parameters(), "after the updates")
         results[name] = {"grad": grad, "stats": dataclasses.asdict(stats), "weights": _trainable(policy)}
     with torch.no_grad():  # a rank that drifts is caught
@@ -163,22 +163,25 @@ LUCKY = '''class LuckyEnv:
 BROKEN = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        return 42\n```"
 REPLIES = [f"```python\n{LUCKY.replace('DIVISOR', '2')}```", BROKEN,
            f"```python\n{LUCKY.replace('DIVISOR', '3')}```"]
+# LuckyEnv: "3" always wins, which the solution stage refuses. Each process keeps a pool of its
+# iteration only (--pool-keep false: the pool lives in one process), and the no-hint budget is the
+# paired plays' alone, so the pools have nothing to replay and both ranks play what one process plays.
 CFG = Config(model="tiny", quantize="none", designs_per_iteration=3, plays_per_design=4, max_turns=1,
              turn_max_new_tokens=10, hint_source="env", lr=1e-3, memory_references=0, micro_batch=2,
-             require_solution=False)  # LuckyEnv: "3" always wins, which the solution stage refuses
+             require_solution=False, pool_keep=False, episodes_per_iteration=8)
 
 
-class ScriptedAgent(ScriptedPlayer):
+def scripted_agent(policy, replies):
     """Prepared designer replies; the agent answers \\boxed{3} with a hint and \\boxed{4} without,
     so no-hint returns differ by seed and both roles have something to learn."""
-    no_hint_reply = "\\boxed{4}"
+    return passes_without_hint(policy, replies, no_hint_reply="\\boxed{4}")
 
 
 def _iteration(replies: list[str], rng: random.Random) -> dict:
     policy = load_policy(CFG, verbose=False)
-    state = State(ScriptedAgent(policy, replies), make_optimizer(policy.model, CFG.lr),
+    state = State(scripted_agent(policy, replies), make_optimizer(policy.model, CFG.lr),
                   skills_for("games"), None, Memory.seeded(EXAMPLES), rng)
-    row, designs, *_ = one_iteration(state, CFG)
+    row, designs, *_ = parts(one_iteration(state, CFG))
     return {"row": row, "ids": [d.id for d in designs], "lp": (state.potential.fast, state.potential.slow),
             "memory": [dataclasses.asdict(r) for r in state.memory.records],
             "weights": _trainable(policy)}
@@ -262,7 +265,7 @@ def test_helpers_are_no_ops_in_one_process():
 def _command(tmp_path, *args, processes=WORLD) -> list[str]:
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone",
               "--nproc-per-node", str(processes)] if processes > 1 else [sys.executable]
-    return [*launch, "train.py", "--model", "tiny", "--fixed-pool", "--plain-fixed-pool", "--designs-per-iteration", "2",
+    return [*launch, "train.py", "--model", "tiny", "--pool-fill", "examples", "--pool-keep", "false", "--designs-per-iteration", "2",
             "--plays-per-design", "2", "--max-turns", "2", "--turn-max-new-tokens", "6",
             "--temperature", "1.0", "--run-dir", str(tmp_path), "--save-every", "1",
             "--preset", "cpu-smoke", *args]
@@ -283,9 +286,10 @@ def test_torchrun_writes_one_run_directory_and_resume_continues_it(tmp_path):
     run = runs[0]
     rows = _comparable(run)
     assert [r["iteration"] for r in rows] == [0, 1]
-    assert all(r["environments"] == 2 and r["episodes"] == 4 for r in rows)  # both ranks' plays (no hint arm)
+    assert all(r["environments"] == 2 and r["episodes"] == 4 for r in rows)  # one example a rank, 2 plays each
     samples = [json.loads(ln) for ln in (run / "samples.jsonl").read_text().splitlines()]
-    assert {s["env"][:9] for s in samples if s["iteration"] == 0} == {"it0000-00", "it0000-01"}
+    first = [s for s in samples if s["iteration"] == 0]
+    assert len(first) == 4 and all(s["env"].startswith("example-") and s["arm"] == "no_hint" for s in first)
     state = torch.load(run / "checkpoint-1" / "state.pt", weights_only=False)
     assert len(state["streams"]) == WORLD
 

@@ -225,7 +225,8 @@ def test_every_command_names_a_make_target_script_and_flags_that_exist(page):
 
 def every_flag_of_the_project() -> set[str]:
     scripts = ["train.py", "eval.py", "design.py", *(str(p.relative_to(ROOT)) for p in (ROOT / "bench").glob("*.py")),
-               *(str(p.relative_to(ROOT)) for p in (ROOT / "spade_mini").glob("*.py"))]
+               *(str(p.relative_to(ROOT)) for folder in ("spade_mini", "spade_mini/adapters")
+                 for p in (ROOT / folder).glob("*.py"))]
     flags = set(CONFIG_FLAGS)
     for script in scripts:
         flags |= script_flags(script)[0]

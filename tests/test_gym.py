@@ -13,10 +13,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import spade_mini
-from spade_mini import export
+from spade_mini.adapters import export
 from spade_mini.designer.prompts import MAX_TURNS
 from spade_mini.envs import EXAMPLES, HELDOUT
-from spade_mini.registration import bundled_id, read_suite, turn_cap
+from spade_mini.adapters.registration import bundled_id, read_suite, turn_cap
 from spade_mini.sandbox import SandboxedEnv, SandboxLimits, validate_env
 from spade_mini.sandbox.spaces import CHARSET_SIZE, REPLACEMENT, into_space, text_space
 
@@ -279,5 +279,5 @@ def test_a_suite_from_elsewhere_is_checked(tmp_path):
         {"run": "x", "environments": [{"name": "A", "file": "../outside.py"}]}))
     with pytest.raises(ValueError, match="valid name and a source file"):
         spade_mini.register_suite(tmp_path)
-    with pytest.raises(FileNotFoundError, match="spade_mini.export"):
+    with pytest.raises(FileNotFoundError, match="spade_mini.adapters.export"):
         spade_mini.register_suite(tmp_path / "none")

@@ -5,7 +5,8 @@ import random
 
 import pytest
 from hostile import KIT
-from test_wiring import HALF, Scripted, small
+from scripted import parts
+from test_wiring import HALF, digit_player, small
 
 import spade_mini.designer.hints as hints
 from spade_mini.designer import Memory, skills_for
@@ -23,11 +24,11 @@ def test_a_copy_of_an_earlier_iterations_design_is_a_duplicate(tiny_policy):
     names and comments, and is refused: valid code, nothing new."""
     copy = HALF.replace("HalfEnv", "DigitEnv").replace('"""Say the digit; it is shown as itself on even digits only (a copy of the text wins half)."""',
                                                        "# a game of digits")
-    policy = Scripted(tiny_policy, [f"```python\n{HALF}```", f"```python\n{copy}```"])
+    policy = digit_player(tiny_policy, [f"```python\n{HALF}```", f"```python\n{copy}```"])
     s, cfg = state(policy, Memory()), small(designs_per_iteration=1, plays_per_design=2)
-    _, (first,), _, _, _ = one_iteration(s, cfg)
+    _, (first,), _, _, _ = parts(one_iteration(s, cfg))
     assert first.valid and first.id in {r.id for r in s.memory.records if r.valid}
-    row, (second,), playables, episodes, _ = one_iteration(s, cfg)
+    row, (second,), playables, episodes, _ = parts(one_iteration(s, cfg))
     assert second.validation.ok and not second.valid and second.stage == "duplicate"
     assert second.reasons == [f"duplicate: the same environment as {first.id} up to names, comments and docstrings"]
     assert playables == [] and episodes == [] and row["valid_fraction"] == 0.0
@@ -40,8 +41,8 @@ def test_a_stalling_hint_or_solution_costs_at_most_the_hint_budget(tiny_policy, 
     budget = 1.5
     monkeypatch.setattr(hints, "HINT_BUDGET_S", budget)
     slow = KIT + HALF.replace(f"    def {method}(self):\n", f"    def {method}(self):\n        wait(0.4)\n")
-    row, (design,), _, episodes, scores = one_iteration(state(Scripted(tiny_policy, [f"```python\n{slow}```"])),
-                                                        small(designs_per_iteration=1))
+    row, (design,), _, episodes, scores = parts(one_iteration(state(digit_player(tiny_policy, [f"```python\n{slow}```"])),
+                                                              small(designs_per_iteration=1)))
     assert design.valid
     score = scores[design.id]
     assert score.note.startswith("hints not read: EnvTimeout") and score.regret is None, score

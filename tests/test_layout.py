@@ -1,6 +1,8 @@
-"""The house rules of the package, checked by reading every module's imports (nothing is run):
-no import circles, no module over 300 lines, a pure-Python reward folder, a policy folder that
-imports nothing else of spade_mini, and one home for the contract's turn cap."""
+"""The house rules of the package, checked by reading every module's code (nothing is run): no
+import circles, no module over 300 lines and no function over 80 lines or 10 parameters, a
+pure-Python reward folder, a policy folder that imports nothing else of spade_mini but the
+iteration's shape (a leaf), the steps' modules in loop order, and one home for the contract's
+turn cap."""
 import ast
 from pathlib import Path
 
@@ -8,6 +10,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spade_mini"
 MAX_LINES = 300
+MAX_FUNCTION_LINES, MAX_PARAMETERS = 80, 10
+# The modules of an iteration's steps, in loop order: none imports a later one.
+STEP_MODULES = ("spade_mini.fill", "spade_mini.steps", "spade_mini.replay", "spade_mini.samples", "spade_mini.loop")
 
 
 def _modules() -> dict[str, Path]:
@@ -90,12 +95,42 @@ def test_reward_imports_neither_torch_nor_the_sandbox():
             assert not any(i.startswith(("spade_mini.policy", "spade_mini.agent")) for i in imported), name
 
 
-def test_the_policy_imports_nothing_else_of_the_package():
+def test_the_policy_imports_nothing_else_of_the_package_but_the_shape():
     for name, path in _modules().items():
         if name.startswith("spade_mini.policy"):
-            others = {i for i in _imports(path, name)
-                      if i.startswith("spade_mini") and not i.startswith("spade_mini.policy") and i != "spade_mini"}
+            others = {i for i in _imports(path, name) if i.startswith("spade_mini") and i != "spade_mini"
+                      and not i.startswith(("spade_mini.policy", "spade_mini.shape"))}
             assert not others, f"{name} imports {sorted(others)}"
+    # the shape is plain arithmetic on the flags: a leaf
+    assert not {i for i in _imports(_modules()["spade_mini.shape"], "spade_mini.shape") if i.startswith("spade_mini")}
+
+
+def _functions(path: Path):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+            yield node.name, node.end_lineno - node.lineno + 1, len([p for p in params if p.arg not in ("self", "cls")])
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_no_function_is_over_80_lines_or_10_parameters(name):
+    for function, lines, params in _functions(_modules()[name]):
+        assert lines <= MAX_FUNCTION_LINES, f"{name}.{function} has {lines} lines; cut it by idea"
+        assert params <= MAX_PARAMETERS, f"{name}.{function} takes {params} parameters; pass a settings object"
+
+
+def test_the_function_rule_can_fail(tmp_path):
+    (tmp_path / "m.py").write_text("def f(a, b, c, d, e, f, g, h, i, j, k):\n" + "    x = 1\n" * 80)
+    (name, lines, params), = _functions(tmp_path / "m.py")
+    assert lines == 81 and params == 11
+
+
+def test_no_step_module_imports_a_later_steps():
+    graph = _graph()
+    for i, name in enumerate(STEP_MODULES):
+        later = set(STEP_MODULES[i + 1:])
+        assert not graph[name] & later, f"{name} imports {sorted(graph[name] & later)}"
 
 
 def test_evaluation_is_a_leaf_but_for_the_fixed_set_curve():
@@ -118,3 +153,44 @@ def test_the_turn_cap_has_one_value_inside_and_outside_the_sandbox():
     from spade_mini.envs import MAX_TURNS
     from spade_mini.tooluse import ToolUseEnv
     assert ToolUseEnv.max_turns == MAX_TURNS
+
+
+# One home per rule: each is written in one module, and the rest of the package uses that one.
+ONE_HOME = {
+    # rule: (its pattern in source, the only modules that may hold it)
+    "the no-hint budget": (r"episodes_per_iteration or", {"spade_mini.shape"}),
+    "the design cap": (r"design_attempts or|ATTEMPTS_PER_SLOT \*", {"spade_mini.shape"}),
+    # inside or within a band (admission, refill, the gated blend, the memory's references); an
+    # edge alone (a level moves at or above the top) is read where the level moves
+    "the band test": (r"band\[0\]\s*<=?\s*\w+\s*<=?\s*(?:self\.)?band\[1\]|\blow\s*<=?\s*\w+[\w.]*\s*<=?\s*high\b",
+                      {"spade_mini.reward.bands"}),
+    "building a play's jobs": (r"\bJob\(", {"spade_mini.agent", "spade_mini.evaluation.heldout",
+                                          "spade_mini.evaluation.fixed_set", "spade_mini.evaluation.transfer"}),
+    "validation under the run's caps": (r"\bvalidate_env\(", {"spade_mini.gate", "spade_mini.adapters.export",
+                                                              "spade_mini.sandbox.validate", "spade_mini.sandbox"}),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(ONE_HOME))
+def test_each_rule_has_one_home(rule):
+    import re
+    pattern, homes = ONE_HOME[rule]
+    found = {name for name, path in _modules().items() if re.search(pattern, path.read_text(encoding="utf-8"))}
+    assert found - homes == set(), f"{rule} is written in {sorted(found - homes)} too; use its home ({sorted(homes)})"
+    assert found, f"{rule}: its home no longer holds it; the pattern in ONE_HOME is stale"
+
+
+def test_the_roles_protocol_is_used_as_declared():
+    """Every method the Roles protocol declares is called as declared: no module asks whether a
+    policy has one (getattr or hasattr with a protocol method's name), and the scripted designer
+    and player implement each of them themselves (not through a fallback)."""
+    import re
+
+    from spade_mini.policy import Policy, Roles, ScriptedDesigner, ScriptedPlayer
+    methods = [m for m in vars(Roles) if not m.startswith("_") and callable(getattr(Roles, m))]
+    assert {"generate", "generate_until", "continue_chats", "count_tokens", "acting_as"} <= set(methods)
+    asked = re.compile(r"(?:getattr|hasattr)\([^)]*[\"'](" + "|".join(methods) + r")[\"']")
+    for name, path in _modules().items():
+        assert not asked.search(path.read_text(encoding="utf-8")), f"{name} asks a policy for a method of Roles"
+    for cls in (Policy, ScriptedDesigner, ScriptedPlayer):
+        assert all(callable(getattr(cls, m, None)) for m in methods), cls

@@ -157,18 +157,19 @@ def test_no_skill_holds_more_than_half_of_the_pool():
 
 
 def test_the_fixed_pool_with_levels_plays_the_budget_and_moves_levels_by_the_pools_rule(tiny_policy):
+    from scripted import parts
     from test_pool import _cfg, _state
-    cfg = _cfg(fixed_pool=True, episodes_per_iteration=16, pool_window=4, pool_max_age=8, pool_max=16)
+    cfg = _cfg(pool_fill="examples", episodes_per_iteration=16, pool_window=4, pool_max_age=8, pool_max=16)
     state = _state(tiny_policy, cfg)  # the tier is the starters; the scripted agent answers 0 or 1: it loses
     from spade_mini.loop import one_iteration
-    row, designs, playables, episodes, _ = one_iteration(state, cfg)
-    pool = state.active_pool
+    row, designs, playables, episodes, _ = parts(one_iteration(state, cfg))
+    pool = state.pool
     assert designs == [] and {e.job.arm for e in episodes} == {"no_hint"} and len(episodes) == 16
-    assert row["pool_readmitted"] == len(STARTER) and {e.origin for e in pool.envs} == {"example"}
+    assert row["pool_from_examples"] == len(STARTER) and {e.origin for e in pool.envs} == {"example"}
     first = pool.get("example-" + STARTER[0].name) or pool.envs[0]
     first.level = 2  # as if raised twice: a full window of losses lowers it
     for _ in range(3):
-        row, _, _, episodes, _ = one_iteration(state, cfg)
+        row, _, _, episodes, _ = parts(one_iteration(state, cfg))
         assert len(episodes) == 16 and row["unspent_episodes"] == 0
         assert {e.job.level for e in episodes} <= {0, 1, 2}
     moved = [r for r in pool.life_table() if r["moves"]]
@@ -185,7 +186,7 @@ def test_a_registered_id_and_a_suite_reset_at_a_given_level(tmp_path):
         assert top == env.reset(seed=4, options={"level": 3})[0] != env.reset(seed=4, options={"level": 0})[0]
     finally:
         env.close()
-    from spade_mini.registration import register_suite
+    from spade_mini.adapters.registration import register_suite
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "say_number.py").write_text(LEVELED)
@@ -243,27 +244,21 @@ class WriteNumberEnv:
 def test_admission_climbs_a_design_too_easy_at_level_0_to_its_first_level_in_band(tiny_policy):
     import re
 
-    from scripted import ScriptedRoles
+    from scripted import ScriptedPlayer, parts
     from test_pool import _cfg, _state
 
-    from spade_mini.designer.prompts import SYSTEM
     from spade_mini.loop import one_iteration
 
-    class Copier(ScriptedRoles):
-        """Designs CLIMB; as the agent, boxes the first number of the observation."""
-        def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-            if chats and chats[0][0]["content"] == SYSTEM:
-                return [self._reply(c, f"```python\n{CLIMB}```") for c in chats]
-            return [self._reply(c, "\\boxed{%s}" % re.findall(r"\d+", c[-1]["content"].split("Observation:")[-1])[0])
-                    for c in chats]
+    def first_number(chat):  # as the agent, box the first number of the observation
+        return "\\boxed{%s}" % re.findall(r"\d+", chat[-1]["content"].split("Observation:")[-1])[0]
 
     cfg = _cfg(designs_per_iteration=1, plays_per_design=8, episodes_per_iteration=32, max_turns=1,
                turn_max_new_tokens=16)
     state = _state(tiny_policy, cfg)
-    state.policy = Copier(tiny_policy)
-    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    state.policy = ScriptedPlayer(tiny_policy, first_number, lambda chat: f"```python\n{CLIMB}```")
+    row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
     assert designs[0].valid and scores[designs[0].id].no_hint_solve_rate == 1.0  # too easy at level 0
-    (env,) = state.active_pool.envs
+    (env,) = state.pool.envs
     assert env.level == 1 and env.levels == 2 and row["pool_admitted"] == 1
     level_1 = [e for e in episodes if e.job.level == 1]
     # the budget of 32 no-hint plays (it has no hint(): no hint arm): K at level 0, K to admit it
@@ -277,13 +272,16 @@ def test_a_crash_in_replay_drops_the_environment_and_its_memory_record_turns_inv
     from test_pool import _cfg, _state
 
     from spade_mini.designer.memory import EnvRecord, Memory
+    from spade_mini.loop import Iteration
     from spade_mini.replay import play_the_rest
+    from spade_mini.settings import Settings
     crashy = parity_source(10).replace("        won = action", "        1 / 0\n        won = action")
-    cfg = _cfg()
+    cfg = _cfg(episodes_per_iteration=4)
     state = _state(tiny_policy, cfg, memory=Memory())
     state.memory.add(EnvRecord("it0000-00", 0, "games", "s", "parity", crashy, True, no_hint_solve_rate=0.5))
-    assert state.active_pool.admit("it0000-00", "s", "games", crashy, [WON, LOST], 0)
-    _, played, _, stats = play_the_rest(state, cfg, [], {}, [], rest=4, it=1)
-    assert len(played) == 4 and stats["pool_retired_why"] == ["crashed"] and not state.active_pool.envs
+    assert state.pool.admit("it0000-00", "s", "games", crashy, [WON, LOST], 0)
+    record = Iteration(1)
+    play_the_rest(state, Settings.of(cfg), record)
+    assert len(record.episodes) == 4 and record.pool.changes == ["crashed"] and not state.pool.envs
     (record,) = state.memory.records
     assert not record.valid and "crashed in play" in record.reasons[-1]

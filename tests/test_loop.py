@@ -9,35 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from scripted import ScriptedDesigner, ScriptedPlayer, parts
 
 from spade_mini.config import Config
 from spade_mini.designer import skills_for
 from spade_mini.designer.prompts import GAME_EXAMPLE, SYSTEM
 from spade_mini.loop import State, one_iteration
-from spade_mini.policy import Completion
 from spade_mini.reinforce import make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class ScriptedDesigner:
-    """The tiny policy for every role, except that designer prompts get prepared replies."""
-
-    def __init__(self, policy, replies):
-        self.policy, self.replies = policy, list(replies)
-
-    def __getattr__(self, name):
-        return getattr(self.policy, name)
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        if chats and chats[0][0]["content"] == SYSTEM:
-            out = []
-            for chat in chats:
-                text = self.replies.pop(0)
-                ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"]
-                out.append(Completion(text, self.policy.prompt_ids(chat), ids + [self.policy.pad_id], True))
-            return out
-        return self.policy.generate(chats, max_new_tokens, temperature)
 
 
 def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_policy, tmp_path):
@@ -56,16 +36,16 @@ def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_
         before = {n: p.detach().clone() for n, p in tiny_policy.model.named_parameters() if p.requires_grad}
         state = State(policy, make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None, None,
                       random.Random(0))
-        row, designs, playables, episodes, scores = one_iteration(state, cfg)
+        row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
 
         assert [d.valid for d in designs] == [True, False]
         assert designs[1].reasons  # the broken design says why
-        # K=2 paired seeds x 2 arms; without an active pool the iteration's other 2 no-hint
-        # episodes (N x K = 4, what the fixed pool plays) have nothing to be spent on
-        assert {p.id for p in playables} == {designs[0].id} and len(episodes) == 4
-        seeds = {arm: [e.job.seed for e in episodes if e.job.arm == arm] for arm in ("no_hint", "hint")}
+        # K=2 paired seeds x 2 arms; every return is 0, so the pool admits nothing, and the
+        # iteration's other 2 no-hint episodes (N x K = 4, what every arm plays) replay the new design
+        assert {p.id for p in playables} == {designs[0].id} and len(episodes) == 6
+        seeds = {arm: [e.job.seed for e in episodes[:4] if e.job.arm == arm] for arm in ("no_hint", "hint")}
         assert seeds["no_hint"] == seeds["hint"]  # paired seeds
-        assert row["no_hint_episodes"] == 2 and row["unspent_episodes"] == 2
+        assert row["no_hint_episodes"] == 4 and row["unspent_episodes"] == 0 and row["pool_size"] == 0
         assert row["valid_fraction"] == 0.5 and row["designs"] == 2
         # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is
         # graded at "reset": -1 + (4 + 1) / 13 under the default blend reward
@@ -90,7 +70,7 @@ def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_
 
 def train_command(tmp_path, name, *extra) -> list[str]:
     """train.py on the tiny model and the fixed pool: about a second per iteration."""
-    return [sys.executable, "train.py", "--model", "tiny", "--fixed-pool", "--designs-per-iteration", "2",
+    return [sys.executable, "train.py", "--model", "tiny", "--pool-fill", "examples", "--designs-per-iteration", "2",
             "--plays-per-design", "2", "--max-turns", "2", "--turn-max-new-tokens", "6",
             "--temperature", "1.0", "--run-dir", str(tmp_path), "--name", name, "--save-every", "1",
             "--preset", "cpu-smoke", *extra]
@@ -124,7 +104,7 @@ def test_train_writes_run_and_resume_matches_uninterrupted(tmp_path):
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     resumed = tmp_path / "split"
-    assert json.loads((resumed / "config.json").read_text())["fixed_pool"] is True
+    assert json.loads((resumed / "config.json").read_text())["pool_fill"] == "examples"
     assert _comparable(resumed) == _comparable(whole)
     episodes = lambda run: [(r["env"], r["seed"], r["transcript"]) for r in map(  # noqa: E731
         json.loads, (run / "samples.jsonl").read_text().splitlines()) if r["kind"] == "episode"]
@@ -156,16 +136,15 @@ GOLDEN = json.loads((ROOT / "tests" / "golden" / "reinforce_cases.json").read_te
 @pytest.mark.parametrize("case", GOLDEN["play_scoring"], ids=lambda c: c["name"])
 def test_score_playables_golden(case):
     from spade_mini.agent import Episode, Job
-    from spade_mini.loop import Playable
-    from spade_mini.reward import LearningPotential, score_playables
+    from spade_mini.agent import Playable
+    from spade_mini.reward import LearningPotential, ScoreSettings, score_playables
     episodes = []
     for e in case["episodes"]:
         ep = Episode(job=Job("", e["seed"], e["arm"], None, "env"))
         ep.ret, ep.hint_shown, ep.crashed = e["ret"], e["hint_shown"], e["crashed"]
         episodes.append(ep)
-    cfg = Config(model="tiny", designer_reward=case["designer_reward"])
-    scores, trained = score_playables([Playable("env", "skill", "games", "")], episodes, cfg,
-                                      LearningPotential())
+    scores, trained = score_playables([Playable("env", "skill", "games", "")], episodes,
+                                      ScoreSettings(case["designer_reward"]), LearningPotential())
     score = scores["env"]
     assert (score.regret is None) if case["regret"] is None else score.regret == pytest.approx(case["regret"])
     assert score.no_hint_solve_rate == pytest.approx(case["no_hint_solve_rate"])
@@ -198,23 +177,11 @@ class CrashyEnv:
 '''
 
 
-class ScriptedPlayer(ScriptedDesigner):
+def passes_without_hint(tiny_policy, replies, no_hint_reply="I pass.") -> ScriptedPlayer:
     """Designer replies as prepared; the agent answers in the box when it was given a hint, and
-    in plain text when not (finished turns either way)."""
-    no_hint_reply = "I pass."
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        if chats and chats[0][0]["content"] == SYSTEM:
-            return super().generate(chats, max_new_tokens, temperature, tools)
-        out = []
-        for chat in chats:
-            text = "\\boxed{3}" if "HINT:" in chat[0]["content"] else self.no_hint_reply
-            ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.policy.pad_id]
-            out.append(Completion(text, self.policy.prompt_ids(chat), ids, True))
-        return out
-
-    def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
-        return self.generate(chats, max_new_tokens, temperature)  # the agent's turns come this way
+    `no_hint_reply` when not (finished turns either way)."""
+    return ScriptedPlayer(tiny_policy, lambda chat: "\\boxed{3}" if "HINT:" in chat[0]["content"] else no_hint_reply,
+                          replies)
 
 
 def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
@@ -224,10 +191,10 @@ def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
     assert validate_env(CRASHY).ok  # the probe actions are all boxed numbers or ignored
     cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=2,
                  turn_max_new_tokens=10, hint_source="env", invalid_reward=-1.0)
-    policy = ScriptedPlayer(tiny_policy, [f"```python\n{CRASHY}\n```"])
+    policy = passes_without_hint(tiny_policy, [f"```python\n{CRASHY}\n```"])
     state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
                   random.Random(0))
-    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
     assert designs[0].validation.ok  # it passed validation ...
     assert all(e.crashed == "step" for e in episodes if e.job.arm == "no_hint")
     assert all(e.crashed is None for e in episodes if e.job.arm == "hint")
@@ -247,7 +214,7 @@ def test_a_design_without_hint_plays_no_hint_arm_and_earns_no_regret(tiny_policy
     policy = ScriptedDesigner(tiny_policy, [f"```python\n{source}```"])
     state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
                   random.Random(0))
-    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
     assert designs[0].valid and not designs[0].validation.has_hint
     assert {e.job.arm for e in episodes} == {"no_hint"} and len(episodes) == 2
     score = scores[designs[0].id]
@@ -271,7 +238,7 @@ def test_make_train_designs_plays_and_updates_on_the_embedded_model(tmp_path):
     """cpu-smoke on SmolLM2-135M, exactly as `make train` runs it (its warm start comes from the
     shared cache, built here on a fresh machine: about 4 minutes), for one iteration. The
     designer: every slot holds a design that went through validation with its stage and reasons.
-    The agent (the preset plays the examples while the pool is empty): every episode is played,
+    The agent (the preset's pool starts with the starter examples): every episode is played,
     turns end with EOS, and the update is taken with a non-zero agent loss (--designer-only-steps
     keeps the designer's step when no agent group is informative). Whether a design is valid, or
     the agent learns, is not asserted: the learning curve's questions (README)."""
@@ -288,8 +255,11 @@ def test_make_train_designs_plays_and_updates_on_the_embedded_model(tmp_path):
 def test_a_run_saved_before_the_package_had_folders_resumes(tmp_path):
     """tests/golden/old_layout_run: iteration 0 of a tiny fixed-pool run, written when the
     package was one flat folder (its checkpoint pickles LearningPotential by the old module path
-    and keeps the torch stream twice). It resumes: the learning potential comes back, and the
-    restored random streams draw the same environments and seeds as the uninterrupted run did."""
+    and keeps the torch stream twice) and the fixed pool was a rotation (--fixed-pool, since
+    replaced by --pool-fill examples). It resumes as the run its config describes, the examples'
+    pool with no hint arm, and the restored random streams decide what it draws: two resumes of
+    the same checkpoint play the same environments and seeds. (The rotation's own draws,
+    expected.json's episodes, can no longer be played: the rotation is gone.)"""
     import shutil
 
     import torch
@@ -299,17 +269,18 @@ def test_a_run_saved_before_the_package_had_folders_resumes(tmp_path):
 
     golden = ROOT / "tests" / "golden" / "old_layout_run"
     expected = json.loads((golden / "expected.json").read_text())
-    shutil.copytree(golden, tmp_path / "old", ignore=shutil.ignore_patterns("expected.json"))
-    assert "extra" in torch.load(tmp_path / "old" / "checkpoint-0" / "state.pt", weights_only=False)
-
-    out = subprocess.run([sys.executable, "train.py", "--run-dir", str(tmp_path), "--name", "old",
-                          "--iterations", "2", "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "resumed" in out.stdout
-    rows = [json.loads(line) for line in (tmp_path / "old" / "samples.jsonl").read_text().splitlines()]
-    played = [[r["env"], r["seed"], r["arm"]] for r in rows if r["kind"] == "episode" and r["iteration"] == 1]
-    # the fixed pool plays no hint arm now: its no-hint episodes are the same environments and seeds
-    assert played == [e for e in expected["iteration_1_episodes"] if e[2] == "no_hint"]
+    played = []
+    for name in ("old", "again"):
+        shutil.copytree(golden, tmp_path / name, ignore=shutil.ignore_patterns("expected.json"))
+        assert "extra" in torch.load(tmp_path / name / "checkpoint-0" / "state.pt", weights_only=False)
+        out = subprocess.run([sys.executable, "train.py", "--run-dir", str(tmp_path), "--name", name,
+                              "--iterations", "2", "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "resumed" in out.stdout
+        rows = [json.loads(line) for line in (tmp_path / name / "samples.jsonl").read_text().splitlines()]
+        played.append([[r["env"], r["seed"], r["arm"]] for r in rows if r["kind"] == "episode" and r["iteration"] == 1])
+    assert played[0] == played[1] and played[0]
+    assert all(env.startswith("example-") and arm == "no_hint" for env, _, arm in played[0])
 
     # the checkpoint it writes now holds plain data, and reads back the same way
     state = torch.load(tmp_path / "old" / "checkpoint-1" / "state.pt", weights_only=False)
@@ -345,22 +316,12 @@ class TwoDigitEnv:
 '''
 
 
-class HintCopier(ScriptedDesigner):
+def hint_copier(tiny_policy, replies) -> ScriptedPlayer:
     """An agent double that copies the first number of its hint into the box, and passes without one."""
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        if chats and chats[0][0]["content"] == SYSTEM:
-            return super().generate(chats, max_new_tokens, temperature, tools)
-        out = []
-        for chat in chats:
-            found = re.search(r"HINT: \D*(\d+)", chat[0]["content"])
-            text = f"\\boxed{{{found.group(1)}}}" if found else "\\boxed{0}"
-            ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.policy.pad_id]
-            out.append(Completion(text, self.policy.prompt_ids(chat), ids, True))
-        return out
-
-    def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
-        return self.generate(chats, max_new_tokens, temperature)
+    def act(chat):
+        found = re.search(r"HINT: \D*(\d+)", chat[0]["content"])
+        return f"\\boxed{{{found.group(1)}}}" if found else "\\boxed{0}"
+    return ScriptedPlayer(tiny_policy, act, replies)
 
 
 @pytest.mark.parametrize("designer_reward", ["regret", "blend"])
@@ -370,20 +331,20 @@ def test_a_hint_that_states_the_answer_earns_no_regret(tiny_policy, designer_rew
     counted as leaky, and earns exactly what the same design without any hint earns."""
     from spade_mini.sandbox import validate_env
     assert validate_env(LEAKY).ok  # nothing in validation looks at what a hint says
-    from spade_mini.agent import Job, play_episodes
+    from spade_mini.agent import Job, PlaySettings, play_episodes
     from spade_mini.sandbox import solve
     (solved,) = solve(LEAKY, [5], max_actions=2)
-    (won,) = play_episodes(HintCopier(tiny_policy, []), [Job(LEAKY, 5, "hint", solved.hint, "x")],
-                           max_turns=2, max_new_tokens=4)
+    (won,) = play_episodes(hint_copier(tiny_policy, []), [Job(LEAKY, 5, "hint", solved.hint, "x")],
+                           PlaySettings(max_turns=2, max_new_tokens=4))
     assert won.ret == 1.0  # the hint alone wins: the regret the leak check refuses to pay
     cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=4, max_turns=2,
                  turn_max_new_tokens=10, hint_source="env", designer_reward=designer_reward)
     rewards, rows = [], []
     for source in (LEAKY, LEAKY.replace('return "The number is %d." % self.secret', 'return ""')):
-        policy = HintCopier(tiny_policy, [f"```python\n{source}\n```"])
+        policy = hint_copier(tiny_policy, [f"```python\n{source}\n```"])
         state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
                       random.Random(0))
-        row, designs, playables, episodes, scores = one_iteration(state, cfg)
+        row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
         assert designs[0].valid and {e.job.arm for e in episodes} == {"no_hint"}
         rewards.append(designs[0].reward)
         rows.append((row, scores[designs[0].id]))

@@ -12,19 +12,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from scripted import ScriptedPlayer
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import Cache
 
-from spade_mini.agent import Job, play_episodes
+from spade_mini.agent import Job, PlaySettings, play_episodes
 from spade_mini.config import Config
-from spade_mini.designer import design_environments, generate_hints, skills_for
+from spade_mini.designer import DesignSettings, design_environments, generate_hints, skills_for
 from spade_mini.envs import EXAMPLES
 from spade_mini.policy import (ModelShape, PlanError, Sampling, embedded_checkpoint, make_plan, pack_by_tokens,
                                policy_from_model, token_logprobs)
 from spade_mini.policy.decoding import cache_argument
 from spade_mini.policy.chunks import chunk_rows
-from spade_mini.reinforce import Sample, update
+from spade_mini.reinforce import Sample, UpdateSettings, update
 
 ROOT = Path(__file__).resolve().parents[1]
 OOM = "CUDA out of memory. Tried to allocate 2.00 GiB (injected by the test)"
@@ -60,23 +61,6 @@ def plan(policy):
     policy.plan = dataclasses.replace(kept)
     yield policy.plan
     policy.plan = kept
-
-
-class EveryTurnEnds:
-    """The policy, with every agent turn counted as finished (random weights never say EOS), so
-    that episodes last several turns."""
-
-    def __init__(self, policy):
-        self.policy = policy
-
-    def __getattr__(self, name):
-        return getattr(self.policy, name)
-
-    def continue_chats(self, *args, **kwargs):
-        outs = self.policy.continue_chats(*args, **kwargs)
-        for o in outs:
-            o.finished = True
-        return outs
 
 
 @contextlib.contextmanager
@@ -136,11 +120,9 @@ def test_chunked_design_hint_and_play_equal_one_batch(policy, plan):
     knapsack = next(e for e in EXAMPLES if e.name == "knapsack").source  # a wrong answer does not end it
     jobs = [Job(knapsack, seed, arm) for seed in range(3) for arm in ("no_hint", "hint")]
     phases = {
-        "design": lambda: [d.completion.completion_ids for d in design_environments(
-            policy, skills, None, None, random.Random(0), max_new_tokens=6, temperature=0, iteration=0)],
+        "design": lambda: [d.completion.completion_ids for d in design_environments(policy, skills, None, None, random.Random(0), DesignSettings(max_new_tokens=6, temperature=0), iteration=0)],
         "hint": lambda: generate_hints(policy, sources, ["games"] * 3, 5, temperature=0),
-        "play": lambda: [e.transcript() for e in play_episodes(EveryTurnEnds(policy), jobs, max_turns=3,
-                                                               max_new_tokens=5, temperature=0)],
+        "play": lambda: [e.transcript() for e in play_episodes(ScriptedPlayer(policy, None, finished=True), jobs, PlaySettings(max_turns=3, max_new_tokens=5, temperature=0))],
     }
     policy.plan, one_batch, longest = None, {}, {}
     for name, phase in phases.items():
@@ -208,7 +190,7 @@ def gradient(policy, samples, tokens: int, when=None):
         return token_logprobs(model, prompts, completions, pad_id, micro_batch=len(prompts), samplings=samplings)
     opt = KeepGradients(policy.trainable_parameters())
     with failing(policy, when or (lambda module, rows: False)):
-        update(policy, samples, opt, micro_batch=64, max_grad_norm=0, logprob_fn=logprobs)
+        update(policy, samples, opt, UpdateSettings(micro_batch=64, max_grad_norm=0), logprob_fn=logprobs)
     return opt.grads, passes
 
 
@@ -235,13 +217,13 @@ def test_an_out_of_memory_micro_batch_restarts_with_half_the_tokens(policy, plan
 def test_the_run_records_out_of_memory_retries(policy, plan):
     from spade_mini.loop import State, one_iteration
     from spade_mini.reinforce import make_optimizer
-    cfg = Config(model="tiny", fixed_pool=True, designs_per_iteration=2, plays_per_design=1, max_turns=1,
+    cfg = Config(model="tiny", pool_fill="examples", designs_per_iteration=2, plays_per_design=1, max_turns=1,
                  turn_max_new_tokens=10, hint_source="env", lr=0.0)
-    state = State(EveryTurnEnds(policy), make_optimizer(policy.model, 0.0), skills_for("games"), None, None,
+    state = State(ScriptedPlayer(policy, None, finished=True), make_optimizer(policy.model, 0.0), skills_for("games"), None, None,
                   random.Random(0), examples=[e for e in EXAMPLES if e.setting == "games"])
     armed = [True]
     with failing(policy, lambda module, rows: rows > 1 and armed and armed.pop()):  # the first play turn
-        row = one_iteration(state, cfg)[0]
+        row = one_iteration(state, cfg).row
     assert row["oom_retries"] == 1 and row["episodes"] == 2  # 2 environments x 1 seed; the fixed pool plays no hint arm
 
 

@@ -247,7 +247,7 @@ def test_full_finetune_in_bf16_keeps_float32_masters():
 
 @pytest.mark.parametrize("full", [False, True], ids=["lora", "full_finetune"])
 def test_gradient_checkpointing_recomputes_in_the_update(full):
-    from spade_mini.reinforce import Sample, make_optimizer, update
+    from spade_mini.reinforce import Sample, UpdateSettings, make_optimizer, update
     policy = load_policy(Config(model="tiny", quantize="none", full_finetune=full,
                                 gradient_checkpointing=True), verbose=False)
     policy.generate(CHATS[:1], max_new_tokens=2, temperature=0)  # sampling leaves eval mode on
@@ -258,8 +258,7 @@ def test_gradient_checkpointing_recomputes_in_the_update(full):
         calls.append(1)
         return forward(*args, **kwargs)
     layer.mlp.forward = counted
-    update(policy, [Sample([1, 2, 3], [4, 5], 1.0, "agent")],
-           make_optimizer(policy.model, 1e-3), micro_batch=1)
+    update(policy, [Sample([1, 2, 3], [4, 5], 1.0, "agent")], make_optimizer(policy.model, 1e-3), UpdateSettings(micro_batch=1))
     assert len(calls) == 2  # the forward, and its recomputation in backward
     assert not policy.model.training  # back in eval mode for the next sampling
 

@@ -2,7 +2,9 @@
 duplicate; a genuinely different environment is not."""
 import random
 
-from spade_mini.designer import design_environments, fingerprint, skills_for
+from scripted import ScriptedDesigner
+
+from spade_mini.designer import DesignSettings, design_environments, fingerprint, skills_for
 from spade_mini.designer.prompts import GAME_EXAMPLE
 from spade_mini.sandbox import MAX_SOURCE_CHARS
 
@@ -60,33 +62,20 @@ def test_unparsable_or_huge_sources_have_no_fingerprint():
     assert fingerprint("x = 1\n" * (MAX_SOURCE_CHARS // 6 + 1)) is None
 
 
-class Replies:
-    """A policy double that answers designer prompts with prepared replies."""
-
-    def __init__(self, texts):
-        self.texts = list(texts)
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        from spade_mini.policy import Completion
-        return [Completion(self.texts.pop(0), [1, 2], [3, 4], True) for _ in chats]
-
-
-def test_design_environments_marks_copies_duplicate():
+def test_design_environments_marks_copies_duplicate(tiny_policy):
     skills = skills_for("games")[:1] * 3
-    policy = Replies([f"```python\n{RENAMED}```", f"```python\n{DIFFERENT}```",
+    policy = ScriptedDesigner(tiny_policy, [f"```python\n{RENAMED}```", f"```python\n{DIFFERENT}```",
                       f"```python\n{DIFFERENT}```"])
-    designs = design_environments(policy, skills, None, None, random.Random(0), max_new_tokens=64,
-                                  temperature=0.6, iteration=0)
+    designs = design_environments(policy, skills, None, None, random.Random(0), DesignSettings(max_new_tokens=64, temperature=0.6), iteration=0)
     assert [d.stage for d in designs] == ["duplicate", "valid", "duplicate"]
     assert "the prompt's example" in designs[0].reasons[0]
     assert designs[2].reasons[0].startswith("duplicate: the same environment as it0000-01")
     assert [d.valid for d in designs] == [False, True, False]
 
 
-def test_a_rewrite_of_a_held_out_environment_is_a_duplicate():
+def test_a_rewrite_of_a_held_out_environment_is_a_duplicate(tiny_policy):
     from spade_mini.envs import STARTER_HELDOUT
     held = next(e for e in STARTER_HELDOUT if e.name == "add_numbers")
     renamed = held.source.replace("AddNumbersEnv", "SumTwoEnv").replace("self.", "self.my_")
-    (design,) = design_environments(Replies([f"```python\n{renamed}```"]), skills_for("games")[:1], None, None,
-                                    random.Random(0), max_new_tokens=64, temperature=0.6, iteration=0)
+    (design,) = design_environments(ScriptedDesigner(tiny_policy, [f"```python\n{renamed}```"]), skills_for("games")[:1], None, None, random.Random(0), DesignSettings(max_new_tokens=64, temperature=0.6), iteration=0)
     assert design.stage == "duplicate" and "held-out add_numbers" in design.reasons[0], design.reasons

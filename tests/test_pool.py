@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from scripted import InvalidFirst, ScriptedRoles, parity_source
+from scripted import ScriptedPlayer, invalid_first, parity_roles, parity_source, parts
 
 from spade_mini.config import Config
-from spade_mini.designer.prompts import SYSTEM
 from spade_mini.designer import skills_for
 from spade_mini.designer.memory import EnvRecord, Memory
 from spade_mini.envs import STARTER
@@ -151,11 +150,9 @@ def _cfg(**kw):
     return Config(**{**base, **kw})
 
 
-def _state(tiny_policy, cfg, pool=True, memory=None):
-    state = State(ScriptedRoles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"),
-                  None, memory, random.Random(0), examples=list(STARTER))
-    state.active_pool = Pool.from_config(cfg) if pool else None
-    return state
+def _state(tiny_policy, cfg, memory=None):
+    return State(parity_roles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"),
+                 None, memory, random.Random(0), examples=list(STARTER), pool=Pool.from_config(cfg))
 
 
 def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tiny_policy):
@@ -163,14 +160,14 @@ def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tin
     torch.manual_seed(0)
     cfg = _cfg(episodes_per_iteration=16)
     state = _state(tiny_policy, cfg)
-    row, designs, playables, episodes, scores = one_iteration(state, cfg)
+    row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
     assert [d.valid for d in designs] == [True, True]
     informative_ids = [d.id for d in designs if 0 < scores[d.id].no_hint_solve_rate < 1]
     # both designs are of one skill (two a skill, for its baseline): the first informative one
     # joins, and the second would make that skill the whole pool
     assert designs[0].skill == designs[1].skill and informative_ids
     admitted = informative_ids[:1]
-    assert row["pool_admitted"] == 1 and state.active_pool.ids() == set(admitted)
+    assert row["pool_admitted"] == 1 and state.pool.ids() == set(admitted)
     no_hint = [e for e in episodes if e.job.arm == "no_hint"]
     assert len(no_hint) == 16 == row["no_hint_episodes"]  # 2 designs x 4 paired seeds, then 8 replays
     first_seeds = {e.job.seed for e in no_hint}
@@ -181,7 +178,7 @@ def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tin
         if d.id in admitted:  # and its first 4 plays alone would have said otherwise (else this proves nothing)
             assert sum(r > 0 for r in plays[:4]) / 4 != scores[d.id].no_hint_solve_rate
 
-    row, designs, playables, episodes, scores = one_iteration(state, cfg)  # iteration 1: not due
+    row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))  # iteration 1: not due
     assert designs == [] and row["designs"] == 0 and row["valid_fraction"] is None
     assert {e.job.arm for e in episodes} == {"no_hint"} and len(episodes) == 16
     assert {e.job.design_id for e in episodes} <= set(admitted)
@@ -191,18 +188,22 @@ def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tin
 
 
 def test_the_fixed_pool_plays_the_same_no_hint_episodes_and_no_hint_arm(tiny_policy):
-    cfg = _cfg(fixed_pool=True, episodes_per_iteration=10)
-    row, designs, playables, episodes, scores = one_iteration(_state(tiny_policy, cfg, pool=False), cfg)
+    cfg = _cfg(pool_fill="examples", episodes_per_iteration=10)
+    state = _state(tiny_policy, cfg)
+    row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
     assert designs == [] and {e.job.arm for e in episodes} == {"no_hint"}
+    # every starter example in the pool, 10 no-hint plays in groups of at least K = 4: 2 examples of 5
+    assert row["pool_size"] == row["pool_examples"] == len(STARTER) == row["pool_from_examples"]
     assert len(episodes) == 10 and sorted(p.plays for p in playables) == [5, 5]
+    assert row["valid_fraction"] is None and row["designs"] == 0
 
 
 def test_design_until_k_valid_stops_at_k_or_at_the_cap_and_keeps_every_attempt(tiny_policy, tmp_path):
     from spade_mini.run import RunDir, iteration_records
     cfg = _cfg(valid_designs=3, design_attempts=12, designs_per_iteration=4)
     state = _state(tiny_policy, cfg, memory=Memory())
-    state.policy = InvalidFirst(tiny_policy, invalid=3)  # 3 invalid replies, then parity games
-    row, designs, *_, scores = one_iteration(state, cfg)
+    state.policy = invalid_first(tiny_policy, invalid=3)  # 3 invalid replies, then parity games
+    row, designs, *_, scores = parts(one_iteration(state, cfg))
     # a batch of 4 (1 valid), then the 3 invalid slots again (3 valid): K = 3 reached, no third batch
     assert [d.valid for d in designs] == [False, False, False, True, True, True, True]
     assert [d.attempt for d in designs] == [1, 1, 1, 1, 2, 2, 2]
@@ -216,44 +217,41 @@ def test_design_until_k_valid_stops_at_k_or_at_the_cap_and_keeps_every_attempt(t
 
     capped = _cfg(valid_designs=2, design_attempts=5, designs_per_iteration=2)
     state = _state(tiny_policy, capped)
-    state.policy = InvalidFirst(tiny_policy, invalid=100)
-    row, designs, *_ = one_iteration(state, capped)
+    state.policy = invalid_first(tiny_policy, invalid=100)
+    row, designs, *_ = parts(one_iteration(state, capped))
     assert len(designs) == 5 and row["valid_designs"] == 0  # the attempt cap
     timed = _cfg(valid_designs=2, design_attempts=50, design_seconds=1e-9)
     state = _state(tiny_policy, timed)
-    state.policy = InvalidFirst(tiny_policy, invalid=100)
-    row, designs, *_ = one_iteration(state, timed)
+    state.policy = invalid_first(tiny_policy, invalid=100)
+    row, designs, *_ = parts(one_iteration(state, timed))
     assert len(designs) == 2  # the first batch only: no new batch once the seconds are spent
     one = _cfg(valid_designs=1, design_attempts=12, designs_per_iteration=4)
     state = _state(tiny_policy, one)
-    state.policy = InvalidFirst(tiny_policy, invalid=3)
-    row, designs, *_ = one_iteration(state, one)
+    state.policy = invalid_first(tiny_policy, invalid=3)
+    row, designs, *_ = parts(one_iteration(state, one))
     assert [d.valid for d in designs] == [False, False, False, True]  # K = 1 reached: no second batch
 
 
-class BrokenThenModel(ScriptedRoles):
+def broken_then_model(tiny_policy) -> ScriptedPlayer:
     """Fresh designer prompts get a parity game with a NameError in step(); a repair prompt goes
     to the model underneath (the real generate path: its prompt tokenized, its reply sampled)."""
+    roles = parity_roles(tiny_policy)
 
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        if chats and chats[0][0]["content"] == SYSTEM:
-            out = []
-            for chat in chats:
-                if "failed validation" in chat[1]["content"]:
-                    out += self.policy.generate([chat], max_new_tokens, temperature)
-                else:
-                    broken = parity_source(int(torch.randint(10, 10**6, (1,)))).replace("won = action", "won = actoin")
-                    out.append(self._reply(chat, f"```python\n{broken}```"))
-            return out
-        return super().generate(chats, max_new_tokens, temperature, tools)
+    def design(chat):
+        if "failed validation" in chat[1]["content"]:
+            return None
+        broken = parity_source(int(torch.randint(10, 10**6, (1,)))).replace("won = action", "won = actoin")
+        return f"```python\n{broken}```"
+    roles.replies = design
+    return roles
 
 
 def test_the_loop_repairs_an_attempt_that_failed_as_a_bug_through_the_model(tiny_policy):
     torch.manual_seed(0)
     cfg = _cfg(valid_designs=1, design_attempts=4, design_repair=True, design_max_new_tokens=24)
     state = _state(tiny_policy, cfg, memory=Memory())
-    state.policy = BrokenThenModel(tiny_policy)
-    row, designs, *_ = one_iteration(state, cfg)
+    state.policy = broken_then_model(tiny_policy)
+    row, designs, *_ = parts(one_iteration(state, cfg))
     assert [d.written_as for d in designs] == ["fresh", "fresh", "repair", "repair"]
     assert all(d.stage == "step" and any("NameError" in r for r in d.reasons) for d in designs[:2])
     assert [d.parent for d in designs[2:]] == [d.id for d in designs[:2]]
@@ -267,56 +265,65 @@ def test_the_update_scores_every_valid_design_and_a_fraction_of_the_invalid_ones
     torch.manual_seed(0)
     cfg = _cfg(valid_designs=2, design_attempts=10, invalid_update_fraction=0.25)
     state = _state(tiny_policy, cfg)
-    state.policy = InvalidFirst(tiny_policy, invalid=8)
-    row, designs, *_ = one_iteration(state, cfg)
+    state.policy = invalid_first(tiny_policy, invalid=8)
+    row, designs, *_ = parts(one_iteration(state, cfg))
     assert [d.valid for d in designs] == [False] * 8 + [True] * 2
     scored, left = row["designer_samples"], row["designer_samples_left_out"]
     assert scored + left == len(designs) and 2 < scored < len(designs) and left > 0, (scored, left)
     whole = _state(tiny_policy, _cfg(valid_designs=2, design_attempts=10))
-    whole.policy = InvalidFirst(tiny_policy, invalid=8)
-    full = one_iteration(whole, _cfg(valid_designs=2, design_attempts=10))[0]
+    whole.policy = invalid_first(tiny_policy, invalid=8)
+    full = one_iteration(whole, _cfg(valid_designs=2, design_attempts=10)).row
     assert (full["designer_samples"], full["designer_samples_left_out"]) == (len(designs), 0)
 
 
-def test_an_empty_pool_plays_the_examples_when_asked_and_says_so(tiny_policy):
-    """cpu-smoke's designer (135M) rarely writes a valid game: with --pool-examples-when-empty the
-    iteration still plays its whole no-hint budget, on the tier's examples, and says so."""
+def test_the_seeded_pool_plays_the_examples_while_the_designer_writes_nothing_valid(tiny_policy):
+    """--pool-fill both: the pool starts with the tier's examples and the designer adds to them,
+    so an iteration whose designs are all invalid still plays its whole no-hint budget, on the
+    examples; --pool-fill designs (the paper's) plays nothing then."""
     torch.manual_seed(0)
-    for fill in (False, True):
-        cfg = _cfg(valid_designs=1, design_attempts=2, episodes_per_iteration=16, pool_examples_when_empty=fill)
+    for fill in ("designs", "both"):
+        cfg = _cfg(valid_designs=1, design_attempts=2, episodes_per_iteration=16, pool_fill=fill)
         state = _state(tiny_policy, cfg)
-        state.policy = InvalidFirst(tiny_policy, invalid=100)
-        row, designs, playables, episodes, _ = one_iteration(state, cfg)
-        assert row["valid_designs"] == 0 and len(designs) == 2
-        if not fill:
+        state.policy = invalid_first(tiny_policy, invalid=100)
+        row, designs, playables, episodes, _ = parts(one_iteration(state, cfg))
+        assert row["valid_designs"] == 0 and len(designs) == 2  # the designer ran in both
+        if fill == "designs":
             assert (row["no_hint_episodes"], row["pool_from_examples"], row["pool_size"]) == (0, 0, 0)
             continue
-        assert row["pool_from_examples"] == len(STARTER) == row["pool_size"]
+        assert row["pool_from_examples"] == len(STARTER) == row["pool_size"] == row["pool_examples"]
         assert row["no_hint_episodes"] == 16 and row["unspent_episodes"] == 0
         assert {e.job.design_id for e in episodes} <= {f"example-{e.name}" for e in STARTER}
-        assert all(e.origin == "example" and e.level == 0 for e in state.active_pool.envs)
+        assert all(e.origin == "example" and e.level == 0 for e in state.pool.envs)
 
 
-class EditsThroughTheModel(ScriptedRoles):
+def test_in_both_a_design_joins_beside_the_examples_and_the_life_table_says_which_is_which(tiny_policy):
+    torch.manual_seed(0)
+    cfg = _cfg(pool_fill="both", episodes_per_iteration=32, pool_max=16)
+    state = _state(tiny_policy, cfg)
+    row = one_iteration(state, cfg).row
+    # two parity games of one skill: beside 8 examples neither holds half of the pool, so both join
+    assert row["pool_examples"] == len(STARTER) and row["pool_admitted"] == row["pool_designs"] == 2
+    origins = {r["origin"] for r in state.pool.life_table()}
+    assert origins == {"example", "design"}
+    assert all(r["id"].startswith("example-") == (r["origin"] == "example") for r in state.pool.life_table())
+
+
+def edits_through_the_model(tiny_policy) -> ScriptedPlayer:
     """Parity games for fresh prompts; an edit prompt goes to the model underneath."""
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        if chats and chats[0][0]["content"] == SYSTEM:
-            edits = [c for c in chats if "Write a variant" in c[1]["content"]]
-            out = iter(self.policy.generate(edits, max_new_tokens, temperature) if edits else [])
-            rest = iter(super().generate([c for c in chats if c not in edits], max_new_tokens, temperature, tools))
-            return [next(out) if c in edits else next(rest) for c in chats]
-        return super().generate(chats, max_new_tokens, temperature, tools)
+    roles = parity_roles(tiny_policy)
+    parity = roles.replies
+    roles.replies = lambda chat: None if "Write a variant" in chat[1]["content"] else parity(chat)
+    return roles
 
 
 def test_the_loop_edits_a_pool_environment_through_the_model(tiny_policy):
     torch.manual_seed(0)
     cfg = _cfg(design_every=1, design_edits=0.5, design_max_new_tokens=24, episodes_per_iteration=16)
     state = _state(tiny_policy, cfg, memory=Memory())
-    state.policy = EditsThroughTheModel(tiny_policy)
+    state.policy = edits_through_the_model(tiny_policy)
     one_iteration(state, cfg)  # iteration 0: the pool is empty, both slots fresh
-    (pooled,) = state.active_pool.envs
-    row, designs, *_ = one_iteration(state, cfg)
+    (pooled,) = state.pool.envs
+    row, designs, *_ = parts(one_iteration(state, cfg))
     assert [d.written_as for d in designs] == ["edit", "fresh"] and designs[0].parent == pooled.id
     edit = designs[0]
     assert pooled.source.strip() in edit.prompt[1]["content"]
@@ -398,18 +405,18 @@ def test_resume_after_a_sigkill_restores_the_pools_levels_and_moves(tmp_path):
 # --- the contract told is the contract played ---------------------------------------------------
 
 def test_validation_refuses_a_solution_longer_than_the_runs_turn_cap_or_its_turn_budget(tiny_policy):
-    from spade_mini.agent import turn_budget
     from spade_mini.designer.prompts import GAME_EXAMPLE, designer_prompt
+    from spade_mini.gate import turn_budget
     from spade_mini.sandbox import validate_env
     # the prompt's example needs up to 4 moves of at most 9 to reach 20-40 (and ends at 6 turns)
     assert validate_env(GAME_EXAMPLE, play_turns=6).ok
     short = validate_env(GAME_EXAMPLE, play_turns=2)
     assert not short.ok and short.stage == "solution"
     assert any("at most 2 actions, the run's turn cap" in r for r in short.reasons), short.reasons
-    fits = turn_budget(tiny_policy, 6)  # "\boxed{9}" is 6 tokens, with EOS 7: one too many
+    fits = turn_budget(tiny_policy.count_tokens, 6)  # "\boxed{9}" is 6 tokens, with EOS 7: one too many
     tight = validate_env(GAME_EXAMPLE, play_turns=6, action_fits=fits)
     assert not tight.ok and tight.stage == "solution" and any("one turn of this run" in r for r in tight.reasons)
-    assert validate_env(GAME_EXAMPLE, play_turns=6, action_fits=turn_budget(tiny_policy, 7)).ok
+    assert validate_env(GAME_EXAMPLE, play_turns=6, action_fits=turn_budget(tiny_policy.count_tokens, 7)).ok
     assert fits("7") and fits("7").split(" takes ")[1] == fits("\\boxed{7}").split(" takes ")[1]  # counted boxed
     text = designer_prompt(skills_for("games")[0], None, "", turns=6, turn_tokens=24)[1]["content"]
     assert "End within 6 turns." in text and "at most 24 tokens a turn" in text

@@ -19,7 +19,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from spade_mini.policy import PLAIN, BareModel
-from spade_mini.reinforce import Sample, UpdateStats, make_optimizer, reinforce_loss, role_token_counts, update
+from spade_mini.reinforce import Sample, UpdateSettings, UpdateStats, make_optimizer, reinforce_loss, role_token_counts, update
 from spade_mini.reward import group_advantages
 
 GOLDEN = json.loads((pathlib.Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())
@@ -190,8 +190,7 @@ def test_micro_batched_update_equals_full_batch_gradient():
     for micro_batch in (1, 2, len(samples)):
         model = copy.deepcopy(base)
         opt = CaptureOptimizer(model.parameters())
-        stats = update(model, samples, opt, designer_weight=0.5, micro_batch=micro_batch,
-                       max_grad_norm=0.0, pad_id=0, logprob_fn=LOGPROB_FN)  # 0: no clipping
+        stats = update(model, samples, opt, UpdateSettings(designer_weight=0.5, micro_batch=micro_batch, max_grad_norm=0.0), pad_id=0, logprob_fn=LOGPROB_FN)  # 0: no clipping
         assert stats.tokens == sum(len(s.completion_ids) for s in samples if s.advantage != 0)  # informative
         assert stats.skipped is None
         for got, expected in zip(opt.grads, want):
@@ -273,7 +272,7 @@ def test_reinforce_learns_a_one_token_bandit():
         rewards = [float(a == TARGET) for a in answers.tolist()]
         advantages = group_advantages(rewards, [0] * len(rewards))
         samples = [Sample(prompt, [a], adv, "agent") for a, adv in zip(answers.tolist(), advantages)]
-        update(model, samples, opt, micro_batch=32, pad_id=0, logprob_fn=LOGPROB_FN)
+        update(model, samples, opt, UpdateSettings(micro_batch=32), pad_id=0, logprob_fn=LOGPROB_FN)
         rates.append(sum(rewards) / len(rewards))
     p_end = prob_of_target(model, prompt)
     assert p_start < 0.15

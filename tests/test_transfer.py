@@ -1,13 +1,14 @@
 """The curve's transfer suites (spade_mini/evaluation/transfer.py): the starters lose their worked
 example and nothing else, strict and lenient scores differ exactly where a reply is right but
 unboxed, the standard held-out environments fit the run's turn cap, and no suite reaches a
-training tier, the memory or a designer prompt. A policy double answers from the observation;
-no model is loaded."""
+training tier, the memory or a designer prompt. The scripted player answers from the observation
+(the tiny model counts its tokens)."""
 import random
 import re
 from pathlib import Path
 
 import pytest
+from scripted import ScriptedPlayer
 
 from spade_mini.config import Config
 from spade_mini.designer import SKILLS, Memory, fingerprint
@@ -16,24 +17,15 @@ from spade_mini.envs import ALL_EXAMPLES, STARTER_HELDOUT, TIERS
 from spade_mini.evaluation import benchmarks as bm
 from spade_mini.evaluation import transfer as tr
 from spade_mini.evaluation.fixed_set import EVAL_SEED, distinct_items
-from spade_mini.policy import Completion
 from spade_mini.sandbox import SandboxedEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 ADD = next(e for e in STARTER_HELDOUT if e.name == "add_numbers")
 
 
-class Answers:
-    """A policy double: `reply(prompt text)` is its whole reply, always ended by EOS."""
-
-    def __init__(self, reply):
-        self.reply = reply
-
-    def prompt_ids(self, messages, tools=None):
-        return [0] * 8
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        return [Completion(self.reply(c[-1]["content"]), [0], [1], True) for c in chats]
+def answering(tiny_policy, reply) -> ScriptedPlayer:
+    """`reply(prompt text)` is its whole reply, always ended by EOS."""
+    return ScriptedPlayer(tiny_policy, lambda chat: reply(chat[-1]["content"]))
 
 
 def sum_asked(text: str) -> int:
@@ -56,20 +48,20 @@ def test_no_example_keeps_the_question_and_drops_the_worked_case(env):
     (lambda q: f"\\boxed{{{sum_asked(q) + 1}}}", False, False),
     (lambda q: f"{sum_asked(q) + 1}", False, False),
 ])
-def test_strict_and_lenient_side_by_side(reply, strict, lenient):
+def test_strict_and_lenient_side_by_side(tiny_policy, reply, strict, lenient):
     cfg = Config(max_turns=6, turn_max_new_tokens=8, transfer_items=3)
     items = distinct_items([tr.no_example(ADD)], [EVAL_SEED + k for k in range(3)])
-    got = tr.played_rows(Answers(reply), cfg, "no_example", items)
+    got = tr.played_rows(answering(tiny_policy, reply), cfg, "no_example", items)
     assert [(r["strict"], r["lenient"]) for r in got] == [(strict, lenient)] * len(items)
 
 
-def test_reasoning_gym_strict_reads_the_box_and_lenient_the_bare_answer():
+def test_reasoning_gym_strict_reads_the_box_and_lenient_the_bare_answer(tiny_policy):
     pytest.importorskip("reasoning_gym")
     cfg = Config(transfer_items=1, turn_max_new_tokens=8)
     answers = {it.chat[0]["content"]: it.data["entry"]["answer"]
                for it in bm.reasoning_gym_items(len(bm.RG_FAMILIES), EVAL_SEED, "easy")}
-    boxed = tr.reasoning_gym_rows(Answers(lambda q: f"\\boxed{{{answers[q]}}}"), cfg)
-    bare = tr.reasoning_gym_rows(Answers(lambda q: f"The answer is {answers[q]}"), cfg)
+    boxed = tr.reasoning_gym_rows(answering(tiny_policy, lambda q: f"\\boxed{{{answers[q]}}}"), cfg)
+    bare = tr.reasoning_gym_rows(answering(tiny_policy, lambda q: f"The answer is {answers[q]}"), cfg)
     assert len(boxed) == len(answers) and all(r["strict"] and r["lenient"] for r in boxed)
     assert not any(r["strict"] for r in bare) and sum(r["lenient"] for r in bare) >= len(bare) - 1
 

@@ -1,4 +1,4 @@
-"""An exported suite as TRL's GRPOTrainer `environment_factory` (spade_mini/trl_env.py): the
+"""An exported suite as TRL's GRPOTrainer `environment_factory` (spade_mini/adapters/trl_env.py): the
 factory alone (win, loss, refusals, levels, crashes, no leftovers), the dataset, the tokenizer,
 and TRL's own trainer for two steps on two hand-written environments."""
 import json
@@ -10,11 +10,11 @@ import pytest
 
 from hostile import strays
 from scripted import parity_source
-from spade_mini import trl_env
+from spade_mini.adapters import trl_env
 from spade_mini.envs import EXAMPLES
 from spade_mini.pool import MIN_WEIGHT
-from spade_mini.registration import read_suite
-from spade_mini.trl_env import SuiteEnv, suite_rows, turn_limit
+from spade_mini.adapters.registration import read_suite
+from spade_mini.adapters.trl_env import SuiteEnv, suite_rows, turn_limit
 
 SUM = '''import random
 
@@ -180,7 +180,7 @@ def test_the_tokenizer_is_made_to_parse_tool_calls_or_refused():
 
     from spade_mini.config import Config
     from spade_mini.policy import embedded_checkpoint
-    from spade_mini.trl_env import prepare_tokenizer
+    from spade_mini.adapters.trl_env import prepare_tokenizer
     tok = AutoTokenizer.from_pretrained(embedded_checkpoint(Config().cache_dir))
     assert not supports_tool_calling(tok)  # SmolLM2's own template drops tool calls
     tok = prepare_tokenizer(tok)
@@ -231,7 +231,7 @@ class ScriptedGenerate:
 
 def exported(tmp_path, sources: dict):
     """A run folder holding `sources` as valid designs, exported as a suite."""
-    from spade_mini import export
+    from spade_mini.adapters import export
     run = tmp_path / "runs" / "hand"
     (run / "envs").mkdir(parents=True)
     rows = []
@@ -254,7 +254,7 @@ def test_trls_grpo_trainer_trains_on_a_suite_through_the_sandbox(tags, tmp_path,
     from spade_mini.config import Config
     from spade_mini.policy import embedded_checkpoint
     from spade_mini.policy.load import tiny_model
-    from spade_mini.trl_env import prepare_tokenizer
+    from spade_mini.adapters.trl_env import prepare_tokenizer
 
     suite = exported(tmp_path, {"Digit": DIGIT, "Sum": SUM, "Crash": CRASH})
     digit, add, crash = ("LastDigit-it0000-00", "Sum-it0000-01", "Stall-it0000-02")
@@ -305,7 +305,7 @@ def test_trls_grpo_trainer_trains_on_a_suite_through_the_sandbox(tags, tmp_path,
 def test_the_example_trains_the_tiny_model_on_a_run_folder(suite, tags, tmp_path, capsys):
     """The real path end to end: the tiny model generates inside TRL (it calls no tool)."""
     pytest.importorskip("trl")
-    from spade_mini import export, trl_grpo
+    from spade_mini.adapters import export, trl_grpo
     run = tmp_path / "runs" / "hand"
     (run / "envs").mkdir(parents=True)
     (run / "envs" / "it0000-00.py").write_text(DIGIT)

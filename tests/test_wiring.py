@@ -9,15 +9,15 @@ import random
 import re
 
 import pytest
+from scripted import ScriptedPlayer, parts
 
 import spade_mini.loop as loop
 import spade_mini.policy as policy_module
 from spade_mini.config import Config
 from spade_mini.designer import skills_for
-from spade_mini.designer.prompts import SYSTEM
 from spade_mini.envs import HandEnv
 from spade_mini.loop import State, one_iteration
-from spade_mini.policy import PLAIN, Completion, Sampling
+from spade_mini.policy import PLAIN, Sampling
 from spade_mini.reinforce import make_optimizer
 
 DESIGNER = Sampling(temperature=0.7)  # full support: the scripted tokens have finite log-probs
@@ -49,38 +49,23 @@ SHOWN = HALF.replace("HalfEnv", "ShownEnv").replace("Say the", "Copy the").repla
     ' if self.secret % 2 == 0 else "Copy the digit after %d" % (self.secret - 1)', "")
 
 
-class Scripted:
+def digit_player(policy, replies=(), hinted_mark: bool = False) -> ScriptedPlayer:
     """The tiny policy's tokenizer and weights; designer prompts get prepared replies, and the agent
-    says the digit its observation names (else 0). Every completion says it was drawn with
-    DESIGNER or AGENT."""
-
-    def __init__(self, policy, replies=()):
-        self.policy, self.replies = policy, list(replies)
-
-    def __getattr__(self, name):
-        return getattr(self.policy, name)
-
-    def _completion(self, chat, text, sampling):
-        ids = self.policy.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.policy.pad_id]
-        return Completion(text, self.policy.prompt_ids(chat), ids, True, sampling)
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        if chats and chats[0][0]["content"] == SYSTEM:
-            return [self._completion(chat, self.replies.pop(0), DESIGNER) for chat in chats]
-        out = []
-        for chat in chats:
-            shown = re.search(r"the digit (\d)", chat[0]["content"])
-            out.append(self._completion(chat, f"\\boxed{{{shown.group(1) if shown else 0}}}", AGENT))
-        return out
-
-    def continue_chats(self, chats, max_new_tokens, temperature=None, keys=None):
-        return self.generate(chats, max_new_tokens, temperature)
+    says the digit its observation names (else 0); with `hinted_mark` a hint-arm turn ends in a mark
+    of its own. Every completion says it was drawn with DESIGNER or AGENT."""
+    def act(chat):
+        shown = re.search(r"the digit (\d)", chat[0]["content"])
+        mark = " (as hinted)" if hinted_mark and "HINT:" in chat[0]["content"] else ""
+        return f"\\boxed{{{shown.group(1) if shown else 0}}}{mark}"
+    roles = ScriptedPlayer(policy, act, replies)
+    roles.sampling = {"designer": DESIGNER, "agent": AGENT}
+    return roles
 
 
 def iteration(policy, cfg, pool=()):
     state = State(policy, make_optimizer(policy.policy.model, cfg.lr), skills_for("games"), None, None,
                   random.Random(0), examples=list(pool))
-    return one_iteration(state, cfg)
+    return parts(one_iteration(state, cfg))
 
 
 def small(**kw) -> Config:
@@ -109,7 +94,7 @@ def test_both_roles_train_and_every_completion_is_scored_under_its_own_sampler(t
         return real(model, prompts, completions, pad_id, *args, samplings=samplings, **kwargs)
     monkeypatch.setattr(policy_module, "token_logprobs", recording)  # what reinforce.update calls
     broken = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        return 42\n```"
-    policy = Scripted(tiny_policy, [f"```python\n{HALF}```", broken])
+    policy = digit_player(tiny_policy, [f"```python\n{HALF}```", broken])
     row, designs, _, episodes, _ = iteration(policy, small(designs_per_iteration=2))
 
     assert [d.valid for d in designs] == [True, False]
@@ -126,15 +111,16 @@ def test_the_agent_baseline_is_its_environments_own(tiny_policy, monkeypatch):
     """HalfEnv wins some plays, ShownEnv every play. Under one environment's baseline ShownEnv's
     turns have advantage 0 and HalfEnv's sum to 0; a baseline over both would pay every ShownEnv win."""
     updates = recorded_updates(monkeypatch)
-    pool = [HandEnv(name, "games", "logical_deduction", name, source)
-            for name, source in (("half", HALF), ("shown", SHOWN))]
-    _, _, playables, episodes, _ = iteration(Scripted(tiny_policy), small(designs_per_iteration=2, fixed_pool=True), pool)
+    pool = [HandEnv(name, "games", skill, name, source)  # two skills: the pool's skill cap admits both
+            for name, skill, source in (("half", "logical_deduction", HALF), ("shown", "memory_recall", SHOWN))]
+    _, _, playables, episodes, _ = iteration(digit_player(tiny_policy), small(designs_per_iteration=2, pool_fill="examples"),
+                                             pool)
 
     env_of = {tuple(t.prompt_ids): e.job.design_id for e in episodes if e.job.arm == "no_hint" for t in e.turns}
     advantages = {p.id: [] for p in playables}
     for s in updates[0]:
         advantages[env_of[tuple(s.prompt_ids)]].append(s.advantage)
-    half, shown = (advantages[p.id] for p in playables)
+    half, shown = advantages["example-half"], advantages["example-shown"]
     assert len(half) == len(shown) == 6 and len(set(half)) == 2  # HalfEnv's plays differ
     assert sum(half) == pytest.approx(0.0, abs=1e-9)
     assert shown == [0.0] * 6
@@ -148,7 +134,7 @@ def test_the_designer_baseline_is_its_skills_own(tiny_policy, monkeypatch):
                "```python\nclass BrokenEnv(:\n    pass\n```",                # syntax
                "```python\nclass RaiseEnv:\n    def __init__(self):\n        raise ValueError\n```",  # load
                "```python\nclass ResetEnv:\n    def reset(self, seed=None):\n        return 42\n```"]  # reset
-    _, designs, _, _, _ = iteration(Scripted(tiny_policy, replies), small(designs_per_iteration=4))
+    _, designs, _, _, _ = iteration(digit_player(tiny_policy, replies), small(designs_per_iteration=4))
 
     assert [d.stage for d in designs] == ["no_code", "syntax", "load", "reset"]
     skill_of = {tuple(d.completion.completion_ids): d.skill.key for d in designs}
@@ -166,23 +152,11 @@ def test_the_designer_baseline_is_its_skills_own(tiny_policy, monkeypatch):
         assert adv != [0.0, 0.0]
 
 
-class HintedSaysSo(Scripted):
-    """As Scripted, but a hint-arm turn (its prompt holds the hint) ends in a mark of its own, so
-    its tokens differ from every no-hint turn's while its action, and so its return, stays the same."""
-
-    def generate(self, chats, max_new_tokens, temperature=None, tools=None):
-        out = super().generate(chats, max_new_tokens, temperature, tools)
-        if chats and chats[0][0]["content"] == SYSTEM:
-            return out
-        return [self._completion(chat, o.text + " (as hinted)", AGENT) if "HINT:" in chat[0]["content"] else o
-                for chat, o in zip(chats, out)]
-
-
 def test_the_hint_arm_is_never_trained(tiny_policy, monkeypatch):
     """Hint-arm plays whose returns differ (so, were they trained, their advantages would not be 0)
     never become samples of the update; the no-hint plays of the same seeds do."""
     updates = recorded_updates(monkeypatch)
-    row, designs, _, episodes, _ = iteration(HintedSaysSo(tiny_policy, [f"```python\n{HALF}```"]),
+    row, designs, _, episodes, _ = iteration(digit_player(tiny_policy, [f"```python\n{HALF}```"], hinted_mark=True),
                                              small(designs_per_iteration=1))
     hinted = [e for e in episodes if e.job.arm == "hint"]
     assert hinted and len({e.ret for e in hinted}) == 2  # the hint arm was played, and some won, some lost

@@ -9,13 +9,14 @@ sandbox for validation (this folder never runs them) and, once played, back into
     corpus.py    Corpus, Document (+ corpus_data/): grounding documents
     memory.py    Memory, EnvRecord: earlier environments with their stats, and the references
     novelty.py   fingerprint: a copy of a known environment is a duplicate, not a design
-    design.py    Design, design_environments, design_record
+    design.py    Design, DesignSettings, design_environments, design_record
     hints.py     generate_hints, episode_hints: each episode's hint, checked against its solution
 
 Other folders use the names below; the files above import each other directly.
 """
 from spade_mini.designer.corpus import Corpus, CorpusError, Document
-from spade_mini.designer.design import NO_CLASS, Design, design_environments, design_record, extract_code
+from spade_mini.designer.design import (NO_CLASS, Design, DesignSettings, design_environments, design_record,
+                                       extract_code)
 from spade_mini.designer.hints import EpisodeHints, episode_hints, generate_hints
 from spade_mini.designer.memory import EnvRecord, Memory, env_title
 from spade_mini.designer.novelty import fingerprint
@@ -24,5 +25,5 @@ from spade_mini.designer.skills import SKILLS, Skill, SkillError, skill_schedule
 
 __all__ = ["Skill", "SKILLS", "SkillError", "skills_for", "skill_schedule", "designer_prompt", "hint_prompt",
            "Corpus", "CorpusError", "Document", "Memory", "EnvRecord", "env_title", "fingerprint",
-           "Design", "NO_CLASS", "design_environments", "design_record", "extract_code", "generate_hints",
+           "Design", "DesignSettings", "NO_CLASS", "design_environments", "design_record", "extract_code", "generate_hints",
            "EpisodeHints", "episode_hints"]

@@ -24,11 +24,13 @@ from spade_mini.designer.memory import EnvRecord, Memory, env_title
 from spade_mini.designer.novelty import fingerprint, known_fingerprints
 from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, edit_prompt, repair_prompt
 from spade_mini.designer.skills import Skill
-from spade_mini.envs import MAX_TURNS, STAGES
+from spade_mini.envs import STAGES
+from spade_mini.gate import GateSettings, check
+from spade_mini.shape import design_cap
 
 if TYPE_CHECKING:  # for annotations only: the policy imports torch
     from spade_mini.policy import Completion
-    from spade_mini.sandbox import SandboxLimits, Validation
+    from spade_mini.sandbox import Validation
 
 NO_CLASS = "no environment class in the reply"
 
@@ -84,120 +86,122 @@ class Design:
     parent: str | None = None  # the design a repair repairs, or the pool environment an edit edits
 
 
+@dataclass(frozen=True)
+class DesignSettings:
+    """What one regeneration needs of the flags (settings.design_settings builds it from a Config)."""
+    max_new_tokens: int = DEFAULTS.design_max_new_tokens
+    temperature: float = DEFAULTS.temperature
+    references: int = DEFAULTS.memory_references  # same-skill references a prompt shows
+    until_valid: int = 0     # write invalid slots again until this many are valid (0: `retries` more passes)
+    retries: int = 0
+    cap: int = 0             # designs written at most, valid or not (0: shape.ATTEMPTS_PER_SLOT a slot)
+    max_seconds: float = 0.0  # no new call after this many seconds (0: no limit)
+    levels: bool = True      # the prompt asks for difficulty levels
+    repair: bool = False     # a slot's next attempt after a bug repairs its code, once
+    edit_share: float = 0.0  # the share of slots whose first attempt edits a pool environment
+    gate: GateSettings = GateSettings()
+    workers: int = 2         # validations at once (threads that wait on sandbox children)
+
+
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,
-                        rng: random.Random, *, max_new_tokens: int, temperature: float,
-                        iteration: int, limits: SandboxLimits | None = None, retries: int = 0,
-                        workers: int = 2, references: int = DEFAULTS.memory_references,
-                        first_slot: int = 0, require_solution: bool = DEFAULTS.require_solution,
-                        until_valid: int = 0, max_attempts: int = 0, max_seconds: float = 0.0,
-                        max_turns: int = MAX_TURNS, turn_tokens: int | None = None,
-                        action_fits=None, min_instances: int = 0, levels: bool = True,
-                        repair: bool = False, edit_from: list[tuple] = (), edits: int = 0) -> list[Design]:
-    """One design per entry of `skills`, then invalid slots re-generated with a fresh document:
-    up to `retries` times, or (with `until_valid` > 0) until that many designs are valid, at most
-    `max_attempts` designs in all (0: three per slot) and no new batch after `max_seconds` (0: no
-    limit). EVERY attempt is returned, in the order written (a slot's invalid tries too: each is
-    a designer sample and a memory record). A design that copies a known environment
-    (novelty.py) is invalid with reason `duplicate`. Validation plays `max_turns` turns at most
-    (the run's cap) and refuses a solution() action that `action_fits(action)` says no to (the
-    run's turn budget; it returns a reason or None), and one with fewer than `min_instances`
-    distinct instances (the run's K; sandbox/instances.py). `levels`: the prompt asks for
-    difficulty levels (prompts.py). `repair`: a slot whose fresh attempt failed as a bug (a stage
-    of REPAIRABLE) gets its next attempt as a repair of that code (prompts.repair_prompt), once;
-    then fresh attempts again. `edits`: the first attempts of that many slots edit an environment
-    drawn from `edit_from` ((id, source, level, rate, setting) of the active pool; one of the
-    slot's setting, so its contract is the one the prompt states) into a variant
-    (prompts.edit_prompt); an edit that changes only its parent's names and numbers is a
-    `duplicate`. Design ids number the slots from
-    `first_slot` (a data-parallel rank designs a block of the iteration's slots); a slot's later
-    attempts add `-a<attempt>`."""
-    from spade_mini.policy import acting_as
+                        rng: random.Random, settings: DesignSettings = DesignSettings(), *, iteration: int,
+                        first_slot: int = 0, edit_from: list[tuple] = ()) -> list[Design]:
+    """One design per entry of `skills`, then invalid slots written again with a fresh document:
+    `settings.retries` more times, or (with `until_valid` > 0) until that many are valid, at most
+    `cap` designs in all (0: shape.design_cap's) and no new call after `max_seconds` (0: no limit).
+    EVERY attempt is returned, in the order written (each is a designer sample and a memory
+    record). A valid design passed the gate (gate.py: the run's turn cap, turn budget and K) and
+    differs from every known environment (novelty.py; else stage `duplicate`). `repair`: a slot
+    whose fresh attempt failed as a bug (a stage of REPAIRABLE) has its next attempt repair that
+    code (prompts.repair_prompt), once. `edit_share`: the first attempts of that share of the slots
+    edit an environment drawn from `edit_from` ((id, source, level, rate, setting) of the pool,
+    of the slot's setting) into a variant; an edit that changes only its parent's names and
+    numbers is a `duplicate`. Ids number the slots from `first_slot` (a data-parallel rank
+    designs a block of them); a slot's later attempts add `-a<attempt>`."""
     known = known_fingerprints(_known_sources(memory))
-    cap = max_attempts or 3 * len(skills)
-    started = time.monotonic()
-    designs: list[Design] = []
-    last_of: dict[int, Design] = {}  # each slot's latest attempt
-    edited: dict[str, str] = {}  # the pool environments edited: id -> source
-    pending = list(range(len(skills)))
-    attempt = 0
+    cap = design_cap(len(skills), settings.cap, settings.until_valid, settings.retries)
+    started, designs, last_of, edited = time.monotonic(), [], {}, {}  # last_of: each slot's latest attempt
+    pending, attempt = list(range(len(skills))), 0
+    edits = round(settings.edit_share * len(skills))
     while pending:
         attempt += 1
-        if until_valid > 0:
+        if settings.until_valid > 0:
             pending = pending[:cap - len(designs)]
         chats, doc_ids, origins = [], [], []  # origins: (written_as, parent) per chat
         for slot in pending:
-            last = last_of.get(slot)
-            same_setting = [e for e in edit_from if e[4] == skills[slot].setting]  # the contract it is told
-            if last is None and slot < edits and same_setting:
-                parent_id, parent_source, level, rate, _ = same_setting[rng.randrange(len(same_setting))]
-                doc = corpus.sample(rng) if corpus is not None else None
-                chats.append(edit_prompt(skills[slot], parent_source, level, rate, doc, turns=max_turns,
-                                         turn_tokens=turn_tokens, levels=levels))
-                doc_ids.append(doc.id if doc else None)
-                origins.append(("edit", parent_id))
-                edited[parent_id] = parent_source
-                continue
-            if repair and last is not None and last.written_as == "fresh" and last.stage in REPAIRABLE:
-                chats.append(repair_prompt(skills[slot], last.source, last.stage, last.reasons, turns=max_turns,
-                                           turn_tokens=turn_tokens, levels=levels))
-                doc_ids.append(None)
-                origins.append(("repair", last.id))
-                continue
-            doc = corpus.sample(rng) if corpus is not None else None
-            block = memory.render(memory.select(skills[slot].key, rng, references)) if memory else ""
-            chats.append(designer_prompt(skills[slot], doc, block, turns=max_turns, turn_tokens=turn_tokens,
-                                         levels=levels))
-            doc_ids.append(doc.id if doc else None)
-            origins.append(("fresh", None))
-        with acting_as(policy, "designer"):
-            completions = write(policy, chats, max_new_tokens, temperature)
+            chat, doc_id, origin = _prompt(skills[slot], last_of.get(slot), slot < edits, corpus, memory, rng,
+                                           settings, edit_from, edited)
+            chats.append(chat), doc_ids.append(doc_id), origins.append(origin)
+        with policy.acting_as("designer"):
+            completions = write(policy, chats, settings.max_new_tokens, settings.temperature)
         sources = [extract_code(c.text) for c in completions]
-        validations = _validate_all(sources, limits, workers, require_solution,
-                                    [random.Random(rng.randrange(2**63)) for _ in sources],
-                                    max_turns, action_fits, min_instances)
+        validations = _validate_all(sources, settings, policy, [random.Random(rng.randrange(2**63)) for _ in sources])
         written = []
         for i, slot in enumerate(pending):
-            validation, completion = validations[i], completions[i]
             design_id = f"it{iteration:04d}-{first_slot + slot:02d}" + (f"-a{attempt}" if attempt > 1 else "")
-            reasons = [NO_CLASS] if validation is None else list(validation.reasons)
-            stage = "no_code" if validation is None else validation.stage
-            written_as, parent = origins[i]
-            if stage == "valid" and written_as == "edit" and \
-                    fingerprint(sources[i], numbers=False) == fingerprint(edited[parent], numbers=False):
-                stage, reasons = "duplicate", [f"duplicate: an edit that changes only the names and numbers of {parent}"]
-            if stage == "valid":
-                fp = fingerprint(sources[i])
-                if fp in known:
-                    stage, reasons = "duplicate", [f"duplicate: the same environment as {known[fp]} "
-                                                   "up to names, comments and docstrings"]
-                else:
-                    known[fp] = design_id  # a later slot copying this one is a duplicate too
-            valid = stage == "valid"
-            if not valid and not completion.finished:
-                reasons.append(f"reply cut off at {max_new_tokens} new tokens")
-            written.append(Design(
-                design_id, iteration, skills[slot], doc_ids[i], chats[i], completion, sources[i],
-                validation, valid, [] if valid else reasons, len(completion.prompt_ids), attempt,
-                stage, written_as=written_as, parent=parent))
+            written.append(_judge(Design(design_id, iteration, skills[slot], doc_ids[i], chats[i], completions[i],
+                                         sources[i], validations[i], False, [], len(completions[i].prompt_ids),
+                                         attempt, written_as=origins[i][0], parent=origins[i][1]),
+                                  known, edited, settings.max_new_tokens))
             last_of[slot] = written[-1]
         designs += written
         pending = [slot for slot, d in zip(pending, written) if not d.valid]
-        if until_valid <= 0:
-            if attempt > retries:
+        if settings.until_valid <= 0:
+            if attempt > settings.retries:
                 break
-        elif (sum(d.valid for d in designs) >= until_valid or len(designs) >= cap
-              or (max_seconds > 0 and time.monotonic() - started >= max_seconds)):
+        elif (sum(d.valid for d in designs) >= settings.until_valid or len(designs) >= cap
+              or (settings.max_seconds > 0 and time.monotonic() - started >= settings.max_seconds)):
             break
     return designs
 
 
+def _prompt(skill: Skill, last: Design | None, may_edit: bool, corpus, memory, rng, settings: DesignSettings,
+            edit_from, edited: dict) -> tuple[list[dict], str | None, tuple[str, str | None]]:
+    """(chat, document id, (written_as, parent)) of a slot's next attempt: an edit of a pool
+    environment (a first attempt of an editing slot), a repair of its last attempt, or fresh."""
+    gate = settings.gate
+    same_setting = [e for e in edit_from if e[4] == skill.setting]  # the contract it is told
+    if last is None and may_edit and same_setting:
+        parent_id, parent_source, level, rate, _ = same_setting[rng.randrange(len(same_setting))]
+        doc = corpus.sample(rng) if corpus is not None else None
+        edited[parent_id] = parent_source
+        return (edit_prompt(skill, parent_source, level, rate, doc, turns=gate.play_turns, turn_tokens=gate.turn_tokens,
+                            levels=settings.levels), doc.id if doc else None, ("edit", parent_id))
+    if settings.repair and last is not None and last.written_as == "fresh" and last.stage in REPAIRABLE:
+        return (repair_prompt(skill, last.source, last.stage, last.reasons, turns=gate.play_turns,
+                              turn_tokens=gate.turn_tokens, levels=settings.levels), None, ("repair", last.id))
+    doc = corpus.sample(rng) if corpus is not None else None
+    block = memory.render(memory.select(skill.key, rng, settings.references)) if memory else ""
+    return (designer_prompt(skill, doc, block, turns=gate.play_turns, turn_tokens=gate.turn_tokens,
+                            levels=settings.levels), doc.id if doc else None, ("fresh", None))
+
+
+def _judge(design: Design, known: dict, edited: dict, max_new_tokens: int) -> Design:
+    """The design's stage and reasons, from its validation and the copy checks; a valid design's
+    fingerprint joins `known` (a later slot copying it is a duplicate too)."""
+    validation, source = design.validation, design.source
+    reasons = [NO_CLASS] if validation is None else list(validation.reasons)
+    stage = "no_code" if validation is None else validation.stage
+    if stage == "valid" and design.written_as == "edit" and \
+            fingerprint(source, numbers=False) == fingerprint(edited[design.parent], numbers=False):
+        stage, reasons = "duplicate", [f"duplicate: an edit that changes only the names and numbers of {design.parent}"]
+    if stage == "valid":
+        fp = fingerprint(source)
+        if fp in known:
+            stage, reasons = "duplicate", [f"duplicate: the same environment as {known[fp]} "
+                                           "up to names, comments and docstrings"]
+        else:
+            known[fp] = design.id
+    design.valid, design.stage = stage == "valid", stage
+    if not design.valid and not design.completion.finished:
+        reasons.append(f"reply cut off at {max_new_tokens} new tokens")
+    design.reasons = [] if design.valid else reasons
+    return design
+
+
 def write(policy, chats: list[list[dict]], max_new_tokens: int, temperature: float) -> list[Completion]:
     """The designer's batch: in the decoding loop, each row stopping once its environment's block
-    has closed (Policy.generate_until), or with `generate` for a policy without that loop. The
-    class is asked, not the object: a wrapper that forwards unknown names to a Policy (a scripted
-    designer in the tests) writes with its own `generate`."""
-    if getattr(type(policy), "generate_until", None) is None:
-        return policy.generate(chats, max_new_tokens, temperature=temperature)
+    has closed (Roles.generate_until)."""
     return policy.generate_until(chats, max_new_tokens, temperature, until=env_block_closed, when=FENCE_END)
 
 
@@ -215,21 +219,14 @@ def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
     return known
 
 
-def _validate_all(sources: list[str | None], limits: SandboxLimits | None, workers: int,
-                  require_solution: bool, rngs: list[random.Random], max_turns: int = MAX_TURNS,
-                  action_fits=None, min_instances: int = 0) -> list[Validation | None]:
+def _validate_all(sources: list[str | None], settings: DesignSettings, policy,
+                  rngs: list[random.Random]) -> list[Validation | None]:
     # Threads here only wait on sandbox child processes; the untrusted code runs in the child.
     # Each validation draws its seeds from a stream of its own, as play draws its seeds.
-    from spade_mini.sandbox import validate_env
-
     def one(source, rng):
-        # episodes must end within the contract's cap; the solution must win within the run's
-        return None if source is None else validate_env(source, limits=limits, play_turns=max_turns,
-                                                           require_solution=require_solution, rng=rng,
-                                                           action_fits=action_fits,
-                                                           min_instances=min_instances)
+        return None if source is None else check(source, settings.gate, rng, count_tokens=policy.count_tokens)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
         return list(pool.map(one, sources, rngs))
 
 

@@ -34,8 +34,7 @@ def generate_hints(policy, sources: list[str], settings: list[str], max_new_toke
     if not sources:
         return []
     chats = [hint_prompt(src, setting) for src, setting in zip(sources, settings, strict=True)]
-    from spade_mini.policy import acting_as
-    with acting_as(policy, "designer"):  # reading environment code is the designer's side
+    with policy.acting_as("designer"):  # reading environment code is the designer's side
         completions = policy.generate(chats, max_new_tokens, temperature=temperature)
     return [re.sub(r"^\s*hint\s*:\s*", "", c.text.strip(), flags=re.I) for c in completions]
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from spade_mini.reward.bands import REFERENCE_BAND
+from spade_mini.reward.bands import REFERENCE_BAND, within
 from spade_mini.sandbox import MAX_SOURCE_CHARS, SourceError, parse_source
 
 MAX_RECORDS = 200
@@ -100,18 +100,15 @@ class Memory:
             del self.records[invalid]
 
     def select(self, skill: str, rng: random.Random, references: int = REFERENCES) -> Selection:
-        low, high = self.band
         same = [r for r in self.records if r.skill == skill and r.valid]
-        in_band = [r for r in same if r.no_hint_solve_rate is not None
-                   and low <= r.no_hint_solve_rate <= high]
+        in_band = [r for r in same if within(r.no_hint_solve_rate, self.band)]
         # newest first, then a stable sort by regret: ties go to the newer environment
         in_band = sorted(reversed(in_band), key=lambda r: -(r.regret or 0.0))
         picked = rng.sample(in_band[:REFERENCE_POOL], min(references, len(in_band)))
         if len(picked) < references:
             unplayed = [r for r in same if r.no_hint_solve_rate is None]
             picked += rng.sample(unplayed, min(references - len(picked), len(unplayed)))
-        outside = [r for r in same if r.no_hint_solve_rate is not None
-                   and not low <= r.no_hint_solve_rate <= high]
+        outside = [r for r in same if r.no_hint_solve_rate is not None and not within(r.no_hint_solve_rate, self.band)]
         avoid = rng.choice(outside) if outside else None
         return Selection(picked, avoid)
 

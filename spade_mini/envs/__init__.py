@@ -161,3 +161,29 @@ ALL_HELDOUT: list[HandEnv] = [e for _, held_out in TIERS.values() for e in held_
 def tier(examples: str, setting: str, held_out: bool = False) -> list[HandEnv]:
     """A tier's examples (or its held-out half) in a run's setting ("mix" keeps both settings)."""
     return [e for e in TIERS[examples][held_out] if setting in ("mix", e.setting)]
+
+
+SKILL_LINE = "# skill:"  # the line of a user's environment file that names its skill
+
+
+def read_folder(folder: str | Path) -> list[HandEnv]:
+    """A user's own environments (--examples-dir): every `*.py` in `folder`, its skill from a line
+    `# skill: NAME`, its setting "tool_use" when it builds on ToolUseEnv, its summary the first
+    line of its class docstring. Raises ValueError (one sentence naming the fix) for a folder
+    that does not exist or holds no environment; a file without a skill line keeps skill "" and
+    is refused by the caller, which knows the skills."""
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"--examples-dir {folder!r} is not a folder; give a folder of environment sources (*.py).")
+    envs = []
+    for file in sorted(path.glob("*.py")):
+        source = file.read_text(encoding="utf-8", errors="replace")
+        skill = next((line.split(":", 1)[1].strip() for line in source.splitlines()
+                      if line.strip().lower().startswith(SKILL_LINE)), "")
+        doc = source.split('"""')[1].strip().splitlines() if source.count('"""') >= 2 else [""]
+        setting = "tool_use" if "ToolUseEnv)" in source else "games"
+        envs.append(HandEnv(file.stem, setting, skill, (doc or [""])[0][:120], source))
+    if not envs:
+        raise ValueError(f"--examples-dir {folder!r} holds no *.py file; put one environment source in each.")
+    return envs
+

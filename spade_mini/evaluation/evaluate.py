@@ -9,7 +9,7 @@ tool-use ones allowing retries, no-hint arm only. Every tier also scores the rep
 `form` (in the shape the scorer reads: a box, a tool call, a function), `eos` (the turn ended by
 itself rather than being cut) and, in tool use, `invalid_action` (lower is better).
 With `suite_dir` (eval.py --suite-dir), the `generated` suite plays the environments of a suite
-exported from a run (spade_mini/export.py) exactly as held-out ones are played, at their own
+exported from a run (spade_mini/adapters/export.py) exactly as held-out ones are played, at their own
 level in both tiers (full adds the hint arm).
 
 Pairing: the items of each (suite, tier) are built once, before any model plays (`Plan`), and
@@ -34,7 +34,6 @@ from tqdm import tqdm
 from spade_mini.evaluation import benchmarks as bm, heldout
 from spade_mini.evaluation.benchmarks import GENERATED, PLAYED, SUITES, TIERS
 from spade_mini.evaluation.report import print_power, write_results
-from spade_mini.policy import acting_as
 
 SIZE_FIELDS = {"heldout": "heldout_seeds", "reasoning_gym": "rg_items", "humaneval": "humaneval_items",
                "bfcl": "bfcl_items", GENERATED: "heldout_seeds"}
@@ -116,7 +115,7 @@ def generate_all(policy, items: list[bm.Item], max_new_tokens: int, st: EvalSett
     outs = []
     for start in tqdm(range(0, len(items), st.batch_size), desc=desc, unit="batch"):
         chats = [it.chat for it in items[start:start + st.batch_size]]
-        with acting_as(policy, "agent"):
+        with policy.acting_as("agent"):
             outs += policy.generate(chats, max_new_tokens, temperature=st.temperature)
     return outs
 
@@ -168,7 +167,7 @@ def suite_envs(st: EvalSettings, suite: str):
         return None
     if st.suite_dir is None:
         raise ValueError("the generated suite needs a suite folder; pass --suite-dir")
-    from spade_mini.registration import suite_envs as read_envs
+    from spade_mini.adapters.registration import suite_envs as read_envs
     return read_envs(st.suite_dir)
 
 

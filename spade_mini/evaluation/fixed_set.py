@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from spade_mini.agent import Job, play_episodes, play_settings
+from spade_mini.agent import Job, play_episodes
+from spade_mini.settings import play_settings
 from spade_mini.envs import tier
 from spade_mini.sandbox import SandboxedEnv
 
@@ -65,7 +66,7 @@ def fixed_set_metrics(policy, cfg) -> CurvePoint:
     if not items:
         raise ValueError(f"the {cfg.examples!r} tier holds no held-out {cfg.setting} environment to evaluate")
     jobs = [Job(source, seed, "no_hint", None, name) for name, source, seed, _ in items]
-    episodes = play_episodes(policy, jobs, **play_settings(cfg), temperature=0.0)
+    episodes = play_episodes(policy, jobs, play_settings(cfg, 0.0))
     turns = [t for e in episodes for t in e.turns]
     rows = [{"env": name, "seed": seed, "count": count, "return": e.ret, "solved": e.ret > 0}
             for (name, _, seed, count), e in zip(items, episodes)]

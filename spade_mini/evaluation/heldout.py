@@ -16,7 +16,8 @@ import re
 
 from tqdm import tqdm
 
-from spade_mini.agent import Job, last_boxed, play_episodes, play_settings
+from spade_mini.agent import Job, last_boxed, play_episodes
+from spade_mini.settings import play_settings
 from spade_mini.evaluation.benchmarks import Item
 
 # The held-out games at an easy setting: class attributes set below the class (same code, smaller
@@ -60,7 +61,7 @@ def play_heldout(policy, cfg, items: list[Item], arms, temperature: float, desc:
                    if cfg.hint_source == "policy" else [None] * len(envs))  # None: its hint()
         seeds = [[it.data["seed"] for it in items if it.data["env"].name == e.name] for e in envs]
         read = episode_hints([e.source for e in envs], seeds, written,
-                             limits=play_settings(cfg)["limits"])
+                             limits=play_settings(cfg).limits)
         hints = {(e.name, seed): hint for e, env_seeds, r in zip(envs, seeds, read)
                  for seed, hint in zip(env_seeds, r.hints)}
     out = []
@@ -70,7 +71,7 @@ def play_heldout(policy, cfg, items: list[Item], arms, temperature: float, desc:
                     hints.get((it.data["env"].name, it.data["seed"])) if arm == "hint" else None,
                     it.id) for it, arm in group]
         bar = tqdm(total=cfg.max_turns, desc=f"{desc} {setting}", unit="turn")
-        episodes = play_episodes(policy, jobs, **play_settings(cfg), temperature=temperature,
+        episodes = play_episodes(policy, jobs, play_settings(cfg, temperature),
                                  on_turn=lambda turn, live: bar.update(1))
         bar.close()
         out += [(it, arm, ep) for (it, arm), ep in zip(group, episodes)]

@@ -27,12 +27,12 @@ import re
 import sys
 from dataclasses import dataclass, replace
 
-from spade_mini.agent import Job, last_boxed, play_episodes, play_settings
+from spade_mini.agent import Job, last_boxed, play_episodes
+from spade_mini.settings import play_settings
 from spade_mini.envs import HELDOUT, STARTER_HELDOUT, HandEnv
 from spade_mini.evaluation.benchmarks import RG_FAMILIES, MissingBenchmark, reasoning_gym_items, score_reasoning_gym
 from spade_mini.evaluation.fixed_set import EVAL_SEED, distinct_items
 from spade_mini.evaluation.heldout import easy_env
-from spade_mini.policy import acting_as
 from spade_mini.sandbox import SandboxedEnv, SandboxError
 from spade_mini.warmstart import solved_source
 
@@ -93,7 +93,7 @@ def lenient_step(source: str, seed: int, reply: str) -> bool:
 def played_rows(policy, cfg, suite: str, items: list[tuple]) -> list[dict]:
     jobs = [Job(source, seed, "no_hint", None, name) for name, source, seed, _ in items]
     rows = []
-    for (name, source, seed, count), ep in zip(items, play_episodes(policy, jobs, **play_settings(cfg), temperature=0.0)):
+    for (name, source, seed, count), ep in zip(items, play_episodes(policy, jobs, play_settings(cfg, 0.0))):
         strict, lenient = ep.ret > 0, None
         if suite == "no_example":
             reply = next((m["content"] for m in ep.messages if m["role"] == "assistant"), "")
@@ -109,7 +109,7 @@ def reasoning_gym_rows(policy, cfg) -> list[dict]:
     for it in items:
         first.setdefault(it.chat[0]["content"], [it, 0])[1] += 1
     distinct = list(first.values())
-    with acting_as(policy, "agent"):
+    with policy.acting_as("agent"):
         outs = policy.generate([it.chat for it, _ in distinct], cfg.turn_max_new_tokens, temperature=0.0)
     return [{"suite": "reasoning_gym", "env": it.id.rsplit("/", 1)[0], "seed": it.id, "count": count,
              "strict": bool(o.finished and score_reasoning_gym(it, o.text)),

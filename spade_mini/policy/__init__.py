@@ -2,6 +2,7 @@
 
     policy.py    Policy (generate, continue_chats, generate_until, acting_as), Completion
     protocol.py  Roles: what the roles and the update need of it; BareModel: a module alone
+    scripted.py  ScriptedDesigner, ScriptedPlayer: the stand-ins for tests and notebooks
     chat.py      chat_ids: a chat's prompt tokens (no text of a message becomes a special token)
     load.py      load_policy, policy_from_model, embedded_checkpoint, tiny_model,
                  save_trainable / load_trainable (what a checkpoint holds of the model)
@@ -25,10 +26,11 @@ from spade_mini.policy.memplan import (KNOWN_SHAPES, MemoryPlan, ModelShape, Nee
                                        parse_bytes)
 from spade_mini.policy.models import MODELS, BuiltinModel
 from spade_mini.policy.chat import chat_ids
-from spade_mini.policy.policy import CHAT_CACHE_BYTES, Completion, Policy, acting_as, continue_chats
+from spade_mini.policy.policy import CHAT_CACHE_BYTES, Completion, Policy
 from spade_mini.policy.protocol import BareModel, Roles
+from spade_mini.policy.scripted import ScriptedDesigner, ScriptedPlayer
 
-__all__ = ["MODELS", "BuiltinModel", "Policy", "Roles", "BareModel", "Completion", "chat_ids", "acting_as", "continue_chats", "CHAT_CACHE_BYTES", "ModelError",
+__all__ = ["MODELS", "BuiltinModel", "Policy", "Roles", "BareModel", "ScriptedDesigner", "ScriptedPlayer", "Completion", "chat_ids", "CHAT_CACHE_BYTES", "ModelError",
            "load_policy", "policy_from_model", "embedded_checkpoint", "tiny_model", "pick_device",
            "pick_dtype", "save_trainable", "load_trainable", "TRAINABLE_FILE", "Sampling", "PLAIN",
            "token_logprobs", "sampled_logprobs", "sampling_support", "left_pad", "MemoryPlan", "ModelShape",

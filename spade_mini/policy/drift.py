@@ -12,8 +12,6 @@ Shapes (legend: spade_mini/__init__.py): T tokens of one probe sequence, V vocab
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 
@@ -30,7 +28,7 @@ def make_probe(policy, chats: list[list[dict]], max_new_tokens: int) -> list[tup
         return []
     with off:
         replies = policy.generate(chats, max_new_tokens, temperature=0)
-    getattr(policy, "forget_chats", lambda: None)()
+    policy.forget_chats()
     return [(c.prompt_ids, c.completion_ids) for c in replies if c.completion_ids]
 
 
@@ -39,13 +37,11 @@ def drift_kl(policy, probe: list[tuple[list[int], list[int]]]) -> float | None:
     """Mean per-token KL(current || start) over the probe's replies (None: nothing to measure)."""
     if not probe or base_model(policy) is None:
         return None
-    compute = getattr(policy, "compute", contextlib.nullcontext)
-    acting = getattr(policy, "acting_as", lambda role: contextlib.nullcontext())
     total, tokens = 0.0, 0
     for prompt, reply in probe:
         ids = torch.tensor([prompt + reply], device=policy.device)  # (1, T)
         at = slice(len(prompt) - 1, len(prompt) - 1 + len(reply))  # the positions that predict the reply
-        with compute(), acting("agent"):  # with separate adapters: the agent's
+        with policy.compute(), policy.acting_as("agent"):  # with separate adapters: the agent's
             now = policy.model(ids).logits[0, at].float().log_softmax(-1)  # (len(reply), V)
             with base_model(policy):
                 start = policy.model(ids).logits[0, at].float().log_softmax(-1)  # (len(reply), V)

@@ -37,6 +37,8 @@ from typing import NamedTuple
 
 import torch
 
+from spade_mini.shape import Shape
+
 PROBE_NEW = 16         # decode steps each probe times
 # Decode steps are timed after a prompt of STEP_PROMPT tokens: a step of the 1.5B costs about the same
 # after 64 cached tokens as after 840 (0.23 and 0.25 s at 8 rows, measured on the Xeon), and after a
@@ -57,14 +59,6 @@ TURN_PROMPT_TOKENS = 80
 HINT_INSTRUCTION_TOKENS = 200
 
 
-def design_cap(cfg) -> int:
-    """Designs one regeneration writes at most (designer/design.py's `cap`), in calls of up to
-    `designs_per_iteration` rows: the invalid slots are written again until `valid_designs` are
-    valid or this many are written; without `valid_designs`, `design_retries` more times."""
-    n = cfg.designs_per_iteration
-    return (cfg.design_attempts or 3 * n) if cfg.valid_designs > 0 else n * (1 + cfg.design_retries)
-
-
 class Phase(NamedTuple):
     """Generation calls of one phase: `calls` of `rows` chats, each `prompt` tokens plus `new`."""
     rows: int
@@ -83,27 +77,27 @@ class Workload:
 
     @classmethod
     def of(cls, cfg) -> "Workload":
-        """ESTIMATES from the run's flags, for an iteration in which the designer runs (with the
-        active pool most iterations only play and update: about `--design-every` times cheaper).
-        The designer writes its `design_cap(cfg)` attempts in calls of `designs_per_iteration` rows and
-        `valid_designs` of them are valid (all of them without that flag), each played K times in
-        both arms; the rest of the no-hint budget replays the pool; an episode is one turn at the
-        typical prompt length. The update scores every no-hint turn, every valid design and the
-        `--invalid-update-fraction` of the invalid ones, prompt and reply."""
-        n, k = cfg.designs_per_iteration, cfg.plays_per_design
-        budget = cfg.episodes_per_iteration or n * k
+        """ESTIMATES from the run's flags (its Shape, shape.py), for an iteration in which the
+        designer runs (with the active pool most iterations only play and update: about
+        `--design-every` times cheaper; with `--pool-fill examples` no iteration designs). The
+        designer writes its `design_cap` attempts in calls of N rows, the last one shorter, and
+        the valid ones it stops at are played K times in both arms; the rest of the no-hint
+        budget replays the pool; an episode is one turn at the typical prompt length. The
+        update scores every no-hint turn, every valid design and the `--invalid-update-fraction`
+        of the invalid ones, prompt and reply."""
+        shape = Shape.of(cfg)
         turn = lambda rows: Phase(rows, TURN_PROMPT_TOKENS, cfg.turn_max_new_tokens, 1)  # noqa: E731
-        update = budget * (TURN_PROMPT_TOKENS + cfg.turn_max_new_tokens)
-        if cfg.fixed_pool or n == 0:
-            return cls((turn(budget),), update, max(1, cfg.micro_batch))
-        attempts = design_cap(cfg)
-        valid = min(attempts, cfg.valid_designs or n)
-        design = DESIGN_PROMPT_TOKENS, cfg.design_max_new_tokens
-        phases = [Phase(n, *design, attempts // n), Phase(attempts % n, *design, 1),
-                  turn(2 * valid * k), turn(max(0, budget - valid * k))]
+        update = shape.no_hint_episodes * (TURN_PROMPT_TOKENS + cfg.turn_max_new_tokens)
+        if cfg.pool_fill == "examples" or shape.slots == 0:
+            return cls((turn(shape.no_hint_episodes),), update, max(1, cfg.micro_batch))
+        design, valid = (DESIGN_PROMPT_TOKENS, cfg.design_max_new_tokens), shape.valid_designs()
+        paired, rest = shape.play_rows(valid)
+        calls = shape.design_calls()  # rows of each call
+        phases = [Phase(rows, *design, calls.count(rows)) for rows in sorted(set(calls), reverse=True)]
+        phases += [turn(paired), turn(rest)]
         if cfg.hint_source == "policy":  # the hint prompt holds a design's source
             phases.append(Phase(valid, cfg.design_max_new_tokens + HINT_INSTRUCTION_TOKENS, cfg.hint_max_new_tokens, 1))
-        scored = valid + math.ceil((attempts - valid) * cfg.invalid_update_fraction)
+        scored = valid + math.ceil((shape.design_cap - valid) * cfg.invalid_update_fraction)
         update += scored * sum(design)
         return cls(tuple(p for p in phases if p.rows and p.calls), update, max(1, cfg.micro_batch))
 

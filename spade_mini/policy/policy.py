@@ -256,17 +256,3 @@ class Policy:
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
-
-def continue_chats(policy, chats: list[list[dict]], max_new_tokens: int, *, keys: list,
-                   temperature: float | None = None) -> list[Completion]:
-    """`policy.continue_chats(...)` when the policy has it, else `policy.generate(...)` (doubles)."""
-    go_on = getattr(policy, "continue_chats", None)
-    if go_on is None:
-        return policy.generate(chats, max_new_tokens, temperature=temperature)
-    return go_on(chats, max_new_tokens, temperature=temperature, keys=keys)
-
-
-def acting_as(policy, role: str):
-    """`policy.acting_as(role)` when the policy has roles, else a no-op (bare modules, doubles)."""
-    switch = getattr(policy, "acting_as", None)
-    return switch(role) if switch is not None else contextlib.nullcontext()

@@ -1,11 +1,10 @@
 """What the roles and the update need of the model: the `Roles` protocol, in one place.
 
-`Policy` (policy.py) is the implementation every run uses. Tests pass scripted stand-ins that
-write some replies themselves and hand the rest to a real Policy. Two abilities are optional, and
-the code that uses them says so where it asks: `generate_until` (the designer's batch falls back
-to `generate`, designer/design.py `write`) and `count_tokens` (without it validation does not
-check that an action fits one turn, agent.py `turn_budget`). `update` (reinforce.py) also takes
-a bare torch module, which it wraps in `BareModel`: the notebooks and the loss tests train one.
+`Policy` (policy.py) is the implementation every run uses; the tests' scripted designer and
+player (tests/scripted.py) write some replies themselves and hand the rest to a real Policy.
+Every method below is required, and the code calls each as declared (no fallback). `update`
+(reinforce.py) also takes a bare torch module, which it wraps in `BareModel`: the notebooks and
+the loss tests train one.
 """
 from __future__ import annotations
 
@@ -29,6 +28,11 @@ class Roles(Protocol):
     def continue_chats(self, chats: list[list[dict]], max_new_tokens: int, temperature: float | None = None,
                        keys: list | None = None) -> list: ...
 
+    def generate_until(self, chats: list[list[dict]], max_new_tokens: int, temperature: float | None = None,
+                       until=None, when: str | None = None) -> list: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
     def prompt_ids(self, chat: list[dict], tools: list[dict] | None = None) -> list[int]: ...
 
     def acting_as(self, role: str) -> ContextManager: ...
@@ -48,6 +52,9 @@ class BareModel:
     adapters: Any = None
 
     def compute(self) -> ContextManager:
+        return contextlib.nullcontext()
+
+    def acting_as(self, role: str) -> ContextManager:
         return contextlib.nullcontext()
 
     def forget_chats(self) -> None:

@@ -20,8 +20,9 @@ from spade_mini.reward.learning_potential import LearningPotential
 from spade_mini.reward.regret import (DESIGNER_REWARD_KINDS, REGRET_ESTIMATORS, DesignScore, designer_reward,
                                       episode_return, group_advantages, hint_regret, lowest_valid_reward,
                                       score_design)
-from spade_mini.reward.scores import informative_episodes, score_playables, sum_squared_deviations, thin_out
+from spade_mini.reward.scores import (ScoreSettings, informative_episodes, score_playables, sum_squared_deviations,
+                                     thin_out)
 
-__all__ = ["score_playables", "thin_out", "informative_episodes", "sum_squared_deviations", "episode_return", "hint_regret", "designer_reward", "DesignScore", "score_design",
+__all__ = ["ScoreSettings", "score_playables", "thin_out", "informative_episodes", "sum_squared_deviations", "episode_return", "hint_regret", "designer_reward", "DesignScore", "score_design",
            "group_advantages", "lowest_valid_reward", "DESIGNER_REWARD_KINDS", "REGRET_ESTIMATORS",
            "INVALID_STAGES", "apply_invalid_policy", "graded_invalid_reward", "LearningPotential"]

@@ -17,3 +17,19 @@ POOL_BAND = (0.1, 0.9)
 REFERENCE_BAND = (0.15, 0.85)
 PLATEAU = (0.15, 0.4, 0.6, 0.85)
 GATE = (0.0, 1.0)
+
+
+def inside(rate: float | None, band: tuple[float, float]) -> bool:
+    """Strictly inside the band and strictly between 0 and 1 (some won and some lost): the test
+    of the pool's admission and refill, and of the gated blend."""
+    return rate is not None and 0.0 < rate < 1.0 and band[0] < rate < band[1]
+
+
+def within(rate: float | None, band: tuple[float, float]) -> bool:
+    """Inside the band or on its edge: the memory's references."""
+    return rate is not None and band[0] <= rate <= band[1]
+
+
+def rate_of(returns: list[float]) -> float | None:
+    """The solve rate of some returns (a win: return > 0), None without any."""
+    return sum(r > 0 for r in returns) / len(returns) if returns else None

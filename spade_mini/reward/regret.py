@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from spade_mini.reward.bands import GATE, PLATEAU
+from spade_mini.reward.bands import GATE, PLATEAU, inside
 
 DESIGNER_REWARD_KINDS = ("regret", "blend", "gated_blend", "solve_rate", "learning_potential")
 REGRET_ESTIMATORS = ("debiased", "clipped")
@@ -206,7 +206,7 @@ def designer_reward(kind: str, *, regret: float | None, no_hint_solve_rate: floa
         return max(0.0, regret) if regret_term is None else regret_term
     if kind in ("blend", "gated_blend"):
         term = regret if regret_term is None else regret_term
-        if kind == "gated_blend" and not GATE[0] < no_hint_solve_rate < GATE[1]:
+        if kind == "gated_blend" and not inside(no_hint_solve_rate, GATE):
             term = None  # never or always solved alone: nothing for the agent to learn, no regret paid
         reg = 0.0 if term is None else _clip(term / REGRET_SATURATION, 0.0, 1.0)
         return BLEND_PLATEAU_WEIGHT * plateau(no_hint_solve_rate) + BLEND_REGRET_WEIGHT * reg

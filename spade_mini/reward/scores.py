@@ -8,12 +8,19 @@ Omitted on purpose: scoring a design from fewer than all of its seeds' arms.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from spade_mini.reward.learning_potential import LearningPotential
 from spade_mini.reward.regret import DesignScore, score_design
 
 
-def score_playables(playables: list, episodes: list, cfg, potential: LearningPotential
+@dataclass(frozen=True)
+class ScoreSettings:
+    designer_reward: str = "blend"     # regret.DESIGNER_REWARD_KINDS
+    regret_estimator: str = "debiased"  # regret.REGRET_ESTIMATORS
+
+
+def score_playables(playables: list, episodes: list, settings: ScoreSettings, potential: LearningPotential
                     ) -> tuple[dict, list]:
     """Per environment its DesignScore, and the no-hint episodes the agent trains on.
 
@@ -38,8 +45,9 @@ def score_playables(playables: list, episodes: list, cfg, potential: LearningPot
                  and hint_arm[e.job.seed].crashed is None]
         no_hint = [e.ret for e in usable]
         potential_value = (potential.score(p.skill, no_hint)
-                           if no_hint and cfg.designer_reward == "learning_potential" else None)
-        score = (score_design(cfg.designer_reward, no_hint, pairs, potential=potential_value, estimator=cfg.regret_estimator)
+                           if no_hint and settings.designer_reward == "learning_potential" else None)
+        score = (score_design(settings.designer_reward, no_hint, pairs, potential=potential_value,
+                              estimator=settings.regret_estimator)
                  if no_hint else DesignScore(0.0, None, None, 0.0))
         failure = (f"crashed in play: {crash}" if crash else
                    None if no_hint else "no episode could be played (every reset failed)")

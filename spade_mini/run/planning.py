@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from spade_mini.policy.dtypes import design_cap
+from spade_mini.shape import Shape
 from spade_mini.policy.memplan import (KNOWN_SHAPES, MemoryPlan, ModelShape, Need, PlanError, free_bytes, gib,
                                        make_plan, parse_bytes, ram_bytes)
 
@@ -68,19 +68,20 @@ def phases(cfg) -> list[Phase]:
     def tokens(chat: list[dict], extra_chars: int = 0) -> int:  # ESTIMATE, with 8 template tokens a message
         return math.ceil((sum(len(m["content"]) for m in chat) + extra_chars) / CHARS_PER_TOKEN) + 8 * len(chat)
 
-    n = cfg.designs_per_iteration
+    shape, n = Shape.of(cfg), cfg.designs_per_iteration
+    designer = cfg.pool_fill != "examples"
     out = []
-    if not cfg.fixed_pool:
+    if designer:
         doc = None if cfg.no_corpus else Document("", "plan", "plan")
         words = 0 if cfg.no_corpus else cfg.corpus_max_words * WORD_CHARS
         refs = 0 if cfg.no_memory else cfg.memory_references * (CODE_HEAD_CHARS + 300)
         prompt = max(tokens(designer_prompt(s, doc, ""), words + refs) for s in skills_for(cfg.setting))
-        out.append(Phase("design", n, prompt, cfg.design_max_new_tokens, math.ceil(design_cap(cfg) / max(1, n)),
+        out.append(Phase("design", n, prompt, cfg.design_max_new_tokens, len(shape.design_calls()),
                          "--design-max-new-tokens"))
         if cfg.hint_source == "policy":
             prompt = tokens(hint_prompt("", "games")) + cfg.design_max_new_tokens  # the source is a design
             out.append(Phase("hint", n, prompt, cfg.hint_max_new_tokens, 1, "--hint-max-new-tokens"))
-    episodes = n * cfg.plays_per_design * 2
+    episodes = max(shape.play_rows(shape.valid_designs() if designer else 0))  # the larger play call
     first = tokens([{"role": "user", "content": first_message("", None, None, cfg.agent_template)}],
                    OBSERVATION_CHARS)
     turns = min(cfg.max_turns, 1 + max(0, cfg.max_context_tokens - first - cfg.turn_max_new_tokens)
@@ -182,10 +183,10 @@ def plan_lines(plan: MemoryPlan, cfg) -> list[str]:
         peak = fixed + chat + plan.generation_bytes(per * (length + plan.row_positions))
         lines.append(f"{p.name:<18}{p.rows:>6}{length:>9,}{per:>12}{math.ceil(p.rows / per):>8,}"
                      f"{peak / 2**30:>10.1f}{p.rows * p.new * p.calls:>18,}")
-    longest, n, k = longest_sample(cfg), cfg.designs_per_iteration, cfg.plays_per_design
+    longest, budget = longest_sample(cfg), Shape.of(cfg).no_hint_episodes
     turns = sum(p.calls for p in phases(cfg) if p.name.startswith("play"))
-    designs = 0 if cfg.fixed_pool else design_cap(cfg)  # every attempt is a designer sample
-    samples, trained = designs + n * k * turns, designs * cfg.design_max_new_tokens + n * k * turns * cfg.turn_max_new_tokens
+    designs = 0 if cfg.pool_fill == "examples" else Shape.of(cfg).design_cap  # every attempt is a designer sample
+    samples, trained = designs + budget * turns, designs * cfg.design_max_new_tokens + budget * turns * cfg.turn_max_new_tokens
     per = max(1, min(cfg.micro_batch, plan.update_tokens // longest))
     peak = fixed + plan.update_bytes(per * longest)
     lines.append(f"{'update':<18}{samples:>6}{longest:>9,}{per:>12}{'':>8}{peak / 2**30:>10.1f}{trained:>18,}")

@@ -33,8 +33,7 @@ def restore(state, run, checkpoint, cfg, say) -> int:
         say(f"resuming a run saved by {len(streams)} processes with {distributed.world_size()}: weights, "
             "optimizer, memory and learning potential carry over, and each process's random streams "
             "restart from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
-    if state.active_pool is not None:
-        state.active_pool = load_pool(checkpoint) or state.active_pool
+    state.pool = load_pool(checkpoint) or state.pool
     if state.memory is not None:
         state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
         if distributed.is_main():  # the run's copy may be ahead of the checkpoint

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from spade_mini.reward import informative_episodes, sum_squared_deviations
+from spade_mini.reward.bands import within
 from spade_mini.run import distributed
 
 
@@ -12,62 +13,83 @@ def mean(xs: list) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def iteration_row(state, cfg, it: int, *, designs, fresh, playables, episodes, trained, hints, scores,
-                  design_rewards, samples, left_out, stats, pool_stats, readmitted, times, t_start,
-                  tokens_before) -> dict:
+def iteration_row(state, record, tokens_before: int, started: float) -> dict:
+    """The row of one iteration's record (loop.Iteration), every rank's share gathered."""
     from spade_mini.policy.drift import drift_kl
-    policy = state.policy
+    policy, r = state.policy, record
     b = distributed.gather_by_key({
-        "valid": [d.valid for d in designs], "written_as": [d.written_as for d in designs],
-        "environments": sorted({p.id for p in playables}),
-        "crashed": [e.crashed is not None for e in episodes],
-        "eos": [float(t.finished) for e in episodes for t in e.turns],
-        "no_hint": [e.ret for e in trained], "groups": sorted({e.job.group for e in trained}),
-        "hint": [e.ret for e in episodes if e.job.arm == "hint" and e.crashed is None],
-        "regret": [scores[p.id].regret for p in fresh],  # None: not measured
-        "leaky": [h.leak is not None for h in hints],
-        "designer_reward": [r for r in design_rewards if r is not None],
-        "designer_samples": [sum(s.role == "designer" for s in samples)], "left_out": [len(left_out)],
-        "informative": [informative_episodes(trained)], "unspent": [pool_stats.pop("unspent")],
-        "firsts": sorted({e.messages[0]["content"] for e in trained if e.messages}),
-        "spread": [sum_squared_deviations(trained)],
-        "losses": [(stats.agent_loss, stats.designer_loss)],  # each rank's part of the whole loss
+        "valid": [d.valid for d in r.designs], "written_as": [d.written_as for d in r.designs],
+        "environments": sorted({p.id for p in r.playables}),
+        "crashed": [e.crashed is not None for e in r.episodes],
+        "eos": [float(t.finished) for e in r.episodes for t in e.turns],
+        "no_hint": [e.ret for e in r.trained], "groups": sorted({e.job.group for e in r.trained}),
+        "hint": [e.ret for e in r.episodes if e.job.arm == "hint" and e.crashed is None],
+        "regret": [r.scores[p.id].regret for p in r.fresh],  # None: not measured
+        "leaky": [h.leak is not None for h in r.hints],
+        "designer_reward": [x for x in r.design_rewards if x is not None],
+        "designer_samples": [sum(s.role == "designer" for s in r.samples)], "left_out": [len(r.left_out)],
+        "informative": [informative_episodes(r.trained)], "unspent": [r.pool.unspent],
+        "firsts": sorted({e.messages[0]["content"] for e in r.trained if e.messages}),
+        "spread": [sum_squared_deviations(r.trained)],
+        "losses": [(r.stats.agent_loss, r.stats.designer_loss)],  # each rank's part of the whole loss
         "tokens": [policy.tokens_generated - tokens_before],
-        "times": [{**times, "total": time.time() - t_start}], "peak_memory_mb": [peak_memory_mb()],
+        "times": [{**r.times, "total": time.time() - started}], "peak_memory_mb": [peak_memory_mb()],
         "oom_retries": [policy.plan.oom_retries if policy.plan is not None else 0],  # so far, by halving
+        **pool_parts(state.pool, r),
     })
-    slowest = {k: max(t[k] for t in b["times"]) for k in b["times"][0]}  # the batch waits for it
-    tokens = sum(b["tokens"])
-    gen_s = max(t["design"] + t["hint"] + t["play"] for t in b["times"])
+    slowest = {k: max(t.get(k, 0.0) for t in b["times"]) for k in b["times"][0]}  # the batch waits for it
+    tokens, stats = sum(b["tokens"]), r.stats
+    gen_s = max(t.get("design", 0.0) + t.get("hint", 0.0) + t.get("play", 0.0) for t in b["times"])
     return {
-        "iteration": it, "designs": len(b["valid"]), "environments": len(b["environments"]),
-        "valid_fraction": mean(b["valid"]) if b["valid"] else (1.0 if cfg.fixed_pool else None),
-        "valid_designs": sum(b["valid"]),
+        "iteration": r.number, "designs": len(b["valid"]), "environments": len(b["environments"]),
+        "valid_fraction": mean(b["valid"]), "valid_designs": sum(b["valid"]),
         "repair_designs": b["written_as"].count("repair"),
         "repair_valid": sum(v for v, w in zip(b["valid"], b["written_as"]) if w == "repair"),
         "episodes": len(b["crashed"]), "eos_fraction": mean(b["eos"]),
         "no_hint_episodes": len(b["no_hint"]), "informative_episodes": sum(b["informative"]),
         "trained_environments": len(set(b["groups"])), "trained_first_observations": len(set(b["firsts"])),
-        "no_hint_squared_deviation": sum(b["spread"]),
-        "unspent_episodes": sum(b["unspent"]),
+        "no_hint_squared_deviation": sum(b["spread"]), "unspent_episodes": sum(b["unspent"]),
         "no_hint_return": mean(b["no_hint"]), "hint_return": mean(b["hint"]),
-        "regret": mean([r for r in b["regret"] if r is not None]),
-        "crashed_episodes": sum(b["crashed"]),
-        "unhinted_environments": sum(r is None for r in b["regret"]),
-        "leaky_hints": sum(b["leaky"]),
+        "regret": mean([x for x in b["regret"] if x is not None]), "crashed_episodes": sum(b["crashed"]),
+        "unhinted_environments": sum(x is None for x in b["regret"]), "leaky_hints": sum(b["leaky"]),
         "designer_reward": mean(b["designer_reward"]),
         "designer_samples": sum(b["designer_samples"]), "designer_samples_left_out": sum(b["left_out"]),
         "agent_loss": sum(a for a, _ in b["losses"]), "designer_loss": sum(d for _, d in b["losses"]),
         "grad_norm": stats.grad_norm, "agent_grad_norm": stats.agent_grad_norm,
-        "designer_grad_norm": stats.designer_grad_norm,
-        "trained_tokens": stats.tokens, "update_skipped": stats.skipped,
-        "drift_kl": drift_kl(policy, state.probe),
-        **({**pool_stats, "pool_readmitted": len(readmitted)} if state.active_pool is not None else {}),
+        "designer_grad_norm": stats.designer_grad_norm, "trained_tokens": stats.tokens,
+        "update_skipped": stats.skipped, "drift_kl": drift_kl(policy, state.probe),
+        **pool_columns(b),
         "tokens_generated": tokens, "tokens_per_s": tokens / gen_s if gen_s > 0 else None,
         **{f"time_{k}_s": v for k, v in slowest.items()}, "peak_memory_mb": max(b["peak_memory_mb"]),
-        "oom_retries": sum(b["oom_retries"]),
-        **memory_counts(state.memory),
+        "oom_retries": sum(b["oom_retries"]), **memory_counts(state.memory),
     }
+
+
+def pool_parts(pool, record) -> dict:
+    """This rank's pool, as lists that gather over ranks (each rank keeps a pool of its own
+    iteration under torchrun; in one process there is one)."""
+    report = record.pool
+    return {"pool_levels": [e.level for e in pool.envs], "pool_skill_keys": sorted({e.skill for e in pool.envs}),
+            "pool_in_band": [pool.in_band()], "pool_admitted": list(report.admitted),
+            "pool_changes": list(report.changes), "pool_origins": [e.origin for e in pool.envs],
+            "pool_filled": [e.origin for e in record.filled], "pool_replayed": list(report.replayed),
+            "replay_episodes": [report.episodes]}
+
+
+def pool_columns(b: dict) -> dict:
+    """The pool_* columns of the row (README, "What a run writes"): its size and what joined,
+    moved and left, with examples and designs apart."""
+    levels, changes, moves = b["pool_levels"], b["pool_changes"], ("raised", "lowered")
+    return {"pool_size": len(levels), "pool_examples": b["pool_origins"].count("example"),
+            "pool_designs": len(levels) - b["pool_origins"].count("example"),
+            "pool_in_band": sum(b["pool_in_band"]), "pool_admitted": len(b["pool_admitted"]),
+            "pool_from_examples": b["pool_filled"].count("example"), "pool_readmitted": b["pool_filled"].count("memory"),
+            "pool_retired": sum(c not in moves for c in changes),
+            "pool_retired_why": sorted(c for c in changes if c not in moves),
+            "pool_raised": changes.count("raised"), "pool_lowered": changes.count("lowered"),
+            "pool_level_mean": mean(levels), "pool_level_max": max(levels, default=None),
+            "pool_skills": len(set(b["pool_skill_keys"])), "pool_replayed": len(b["pool_replayed"]),
+            "replay_episodes": sum(b["replay_episodes"])}
 
 
 def memory_counts(memory) -> dict:
@@ -76,10 +98,7 @@ def memory_counts(memory) -> dict:
     if memory is None:
         return {}
     own = [r for r in memory.records if r.iteration >= 0 and r.valid]
-    low, high = memory.band
-    return {"memory_designs": len(own),
-            "memory_in_band": sum(r.no_hint_solve_rate is not None and low <= r.no_hint_solve_rate <= high
-                                  for r in own)}
+    return {"memory_designs": len(own), "memory_in_band": sum(within(r.no_hint_solve_rate, memory.band) for r in own)}
 
 
 def peak_memory_mb() -> float:

@@ -112,6 +112,25 @@ def end_reasons(trace: Trace, max_turns: int) -> list[str]:
                                    f"{max_turns} turns; set truncated=True at the turn limit"]
 
 
+class _Progress:
+    """One validation's progress: the check it is in (`phase`), the time each took, and the
+    stage of the first failure (a phase maps to the stage it belongs to)."""
+    STAGE_OF = {"probe": "step", "hint": "episode", "gate": "decided"}
+
+    def __init__(self, result: Validation):
+        self.result, self.phase, self.start = result, "load", time.monotonic()
+
+    def fail(self, *reasons: str) -> None:
+        if reasons and not self.result.reasons:
+            self.result.stage = self.STAGE_OF.get(self.phase, self.phase)
+        self.result.reasons.extend(reasons)
+
+    def mark(self, phase: str) -> None:
+        timings = self.result.timings
+        timings[self.phase] = time.monotonic() - self.start - sum(timings.values())
+        self.phase = phase
+
+
 def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns: int = MAX_TURNS,
                  time_budget_s: float = 30.0, require_solution: bool = True,
                  rng: random.Random | None = None, play_turns: int | None = None,
@@ -125,7 +144,7 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
     parent on each solution action (a bounded string), returns why an action cannot be played
     in one turn of the run (its token budget), or None. `level`: the difficulty level every
     episode plays; `min_instances`: the `instances` stage's least number of distinct instances
-    (a run passes its K, envs.MIN_INSTANCES by default; 0: not counted)."""
+    (0, the default: not counted; a run passes its K, gate.py)."""
     result = Validation(ok=False, level=level)
     failed = static_check(source)
     if failed is not None:
@@ -133,60 +152,21 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
         result.reasons.append(reason)
         return result
     rng = rng or random.Random(source)  # one source, one answer; training passes its own
-    start = time.monotonic()
-    deadline = start + time_budget_s
-    phase = "load"
-
-    def fail(*reasons: str) -> None:
-        if reasons and not result.reasons:
-            result.stage = {"probe": "step", "hint": "episode", "gate": "decided"}.get(phase, phase)
-        result.reasons.extend(reasons)
-
-    def mark(name: str) -> None:
-        nonlocal phase
-        result.timings[phase] = time.monotonic() - start - sum(result.timings.values())
-        phase = name
-
+    deadline = time.monotonic() + time_budget_s
+    run = _Progress(result)
     fresh, solver = Fresh(source, limits, deadline, level), None
     try:
         if require_solution:  # its child loads while the stages before `solution` run
             solver = launch_solver(source, limits, deadline, level)
         env = fresh.take()
         result.class_name, result.has_hint, result.levels = env.class_name, env.has_hint, env.levels
-        mark("reset")
+        run.mark("reset")
         if not 0 <= level < env.levels:
-            fail(f"level {level} was asked for, but the environment has {env.levels} "
-                 f"(levels 0 to {env.levels - 1}; set the class attribute `levels`)")
+            run.fail(f"level {level} was asked for, but the environment has {env.levels} "
+                     f"(levels 0 to {env.levels - 1}; set the class attribute `levels`)")
             return result
-        seed = rng.randrange(SEED_BOUND)
-        probe = Trace.begin(env, seed)
-        twin = fresh.take()
-        replay = Trace.begin(twin, seed)
-        if replay.start != probe.start:
-            fail(f"reset(seed={seed}) in two fresh children gave different first observations; "
-                 "use random.Random(seed) for all randomness")
-        mark("probe")
-        probe.step(env, PROBE_ACTIONS[0])
-        fail(*step_reasons(probe, range(1)))
-        mark("episode")
-        if not probe.ended:
-            probe.run(env, probe_actions(PROBE_ACTIONS[1], PROBE_ACTIONS, max_turns - 1))
-        replay.run(twin, [action for action, *_ in probe.steps])
-        fail(*step_reasons(probe, range(1, len(probe.steps))), *end_reasons(probe, max_turns))
-        where = first_difference(probe, replay)
-        if where is not None:
-            fail(f"the probe episode replayed in a fresh child with seed {seed} and the same "
-                 f"actions differed at {where}; a seed and the actions must decide everything "
-                 "(use random.Random(seed), never the clock or the system's entropy)")
-        again, _ = env.reset(seed=seed)
-        if again != probe.start[0]:
-            fail(f"reset(seed={seed}) after an episode gave different first observations than "
-                 "the first reset; reset must start a new episode from the seed alone")
-        for junk in JUNK_ACTIONS:  # junk at every step, from the first on
-            trace = play(fresh, rng.randrange(SEED_BOUND),
-                         probe_actions(junk, JUNK_ACTIONS, max_turns))
-            fail(*step_reasons(trace, range(len(trace.steps))), *end_reasons(trace, max_turns))
-        mark("hint")
+        _play_checks(run, env, fresh, rng, max_turns)
+        run.mark("hint")
         if env.has_hint:  # where play reads hints: the solver's child (or a child of its own)
             reader = solver or fresh.take()
             if solver is not None:
@@ -194,32 +174,63 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
             reader.reset(seed=rng.randrange(SEED_BOUND))
             reader.hint()
         if require_solution and not result.reasons:
-            mark("solution")
+            run.mark("solution")
             seeds = [rng.randrange(SEED_BOUND) for _ in range(SOLUTION_EPISODES)]
-            fail(*solution_reasons(fresh, solver, env.has_solution, max_turns=play_turns or max_turns,
-                                   seeds=seeds, action_fits=action_fits))
+            run.fail(*solution_reasons(fresh, solver, env.has_solution, max_turns=play_turns or max_turns,
+                                       seeds=seeds, action_fits=action_fits))
         if require_solution and not result.reasons:
-            mark("gate")
+            run.mark("gate")
             stage, reasons = gate_reasons(source, fresh, seeds=[rng.randrange(SEED_BOUND) for _ in range(GATE_SEEDS)],
                                           max_turns=play_turns or max_turns, min_instances=min_instances,
                                           limits=limits, deadline=deadline, level=level)
             if reasons:
-                phase = stage
-                fail(*reasons)
-        mark("done")
+                run.phase = stage
+                run.fail(*reasons)
+        run.mark("done")
     except SandboxError as exc:
-        if isinstance(exc, EnvLoadError) and phase == "load":
-            phase = exc.stage
+        if isinstance(exc, EnvLoadError) and run.phase == "load":
+            run.phase = exc.stage
         over = time.monotonic() >= deadline
-        fail(f"{phase}: " + (f"validation exceeded its {time_budget_s:g} s budget" if over
-                             else f"{type(exc).__name__}: {exc}"))
+        run.fail(f"{run.phase}: " + (f"validation exceeded its {time_budget_s:g} s budget" if over
+                                     else f"{type(exc).__name__}: {exc}"))
         tb = getattr(exc, "traceback", "")
         if tb:
-            result.reasons.append("traceback (last lines): "
-                                  + " | ".join(tb.strip().splitlines()[-3:]))
+            result.reasons.append("traceback (last lines): " + " | ".join(tb.strip().splitlines()[-3:]))
     finally:
         fresh.close()
         if solver is not None:
             solver.close()
     result.ok = not result.reasons
     return result
+
+
+def _play_checks(run: _Progress, env, fresh: Fresh, rng: random.Random, max_turns: int) -> None:
+    """The `reset`, `step` and `episode` stages: one seed reset in two fresh children, its probe
+    episode played and replayed, a second reset, and junk at every step of three episodes."""
+    seed = rng.randrange(SEED_BOUND)
+    probe = Trace.begin(env, seed)
+    twin = fresh.take()
+    replay = Trace.begin(twin, seed)
+    if replay.start != probe.start:
+        run.fail(f"reset(seed={seed}) in two fresh children gave different first observations; "
+                 "use random.Random(seed) for all randomness")
+    run.mark("probe")
+    probe.step(env, PROBE_ACTIONS[0])
+    run.fail(*step_reasons(probe, range(1)))
+    run.mark("episode")
+    if not probe.ended:
+        probe.run(env, probe_actions(PROBE_ACTIONS[1], PROBE_ACTIONS, max_turns - 1))
+    replay.run(twin, [action for action, *_ in probe.steps])
+    run.fail(*step_reasons(probe, range(1, len(probe.steps))), *end_reasons(probe, max_turns))
+    where = first_difference(probe, replay)
+    if where is not None:
+        run.fail(f"the probe episode replayed in a fresh child with seed {seed} and the same "
+                 f"actions differed at {where}; a seed and the actions must decide everything "
+                 "(use random.Random(seed), never the clock or the system's entropy)")
+    again, _ = env.reset(seed=seed)
+    if again != probe.start[0]:
+        run.fail(f"reset(seed={seed}) after an episode gave different first observations than "
+                 "the first reset; reset must start a new episode from the seed alone")
+    for junk in JUNK_ACTIONS:  # junk at every step, from the first on
+        trace = play(fresh, rng.randrange(SEED_BOUND), probe_actions(junk, JUNK_ACTIONS, max_turns))
+        run.fail(*step_reasons(trace, range(len(trace.steps))), *end_reasons(trace, max_turns))

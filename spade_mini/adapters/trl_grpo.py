@@ -1,8 +1,8 @@
 """Train TRL's GRPOTrainer on a run's environments: the example of docs/trl.md, runnable.
 
-    python -m spade_mini.trl_grpo runs/<name>            # a run folder: its valid environments are exported first
-    python -m spade_mini.trl_grpo suite/ --steps 4       # or a suite written by python -m spade_mini.export
-    python -m spade_mini.trl_grpo suite/ --model qwen-coder-1.5b --steps 20
+    python -m spade_mini.adapters.trl_grpo runs/<name>            # a run folder: its valid environments are exported first
+    python -m spade_mini.adapters.trl_grpo suite/ --steps 4       # or a suite written by python -m spade_mini.adapters.export
+    python -m spade_mini.adapters.trl_grpo suite/ --model qwen-coder-1.5b --steps 20
 
 `--model tiny` (the default) is a random two-layer model over SmolLM2's tokenizer: it runs on a
 CPU in a minute or two and shows the plumbing (it never calls the tool, so every episode is
@@ -23,8 +23,8 @@ from collections import Counter
 from pathlib import Path
 
 from spade_mini.config import Config
-from spade_mini.registration import MANIFEST, read_suite
-from spade_mini.trl_env import SuiteEnv, close_environments, prepare_tokenizer, suite_rows, turn_limit
+from spade_mini.adapters.registration import MANIFEST, read_suite
+from spade_mini.adapters.trl_env import SuiteEnv, close_environments, prepare_tokenizer, suite_rows, turn_limit
 
 
 def suite_folder(path: Path) -> Path:
@@ -33,8 +33,8 @@ def suite_folder(path: Path) -> Path:
         return path
     if not (path / "envs").is_dir():
         raise SystemExit(f"error: {path} is neither a suite (manifest.json) nor a run folder "
-                         "(envs/); pass runs/<name> or a folder written by python -m spade_mini.export.")
-    from spade_mini.export import export_run
+                         "(envs/); pass runs/<name> or a folder written by python -m spade_mini.adapters.export.")
+    from spade_mini.adapters.export import export_run
     out = path / "trl-suite"
     manifest = export_run(path, out)
     if not manifest["environments"]:
@@ -60,7 +60,7 @@ def load(model: str, cache_dir: str):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m spade_mini.trl_grpo", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m spade_mini.adapters.trl_grpo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", type=Path, help="a run folder (runs/<name>) or an exported suite folder")
     p.add_argument("--model", default="tiny", help="tiny, a built-in model, a hub id or a folder")

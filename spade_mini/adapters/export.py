@@ -1,6 +1,6 @@
 """Export a run's generated environments as a suite that other libraries and models can train on.
 
-    python -m spade_mini.export runs/<name> --out suite/ [--min-regret X] [--skills a,b]
+    python -m spade_mini.adapters.export runs/<name> --out suite/ [--min-regret X] [--skills a,b]
 
 writes every VALID environment of the run (`envs/<id>.py`, the stats from its header and from
 its `samples.jsonl` row) into `suite/`: one `<id>.py` per environment, the source exactly as
@@ -8,7 +8,7 @@ the designer wrote it, and `manifest.json` with each one's name, file, design id
 skill, setting, class, `max_episode_steps`, solve rates with and without the hint, regret,
 designer reward and fingerprint, and `pool`: where the run's newest checkpoint has an active
 pool that held it, its level, levels, recent no-hint rate, plays, and why it left (null: still
-in the pool); `spade_mini.trl_env` reads these to weight and level a TRL dataset. Copies up to
+in the pool); `spade_mini.adapters.trl_env` reads these to weight and level a TRL dataset. Copies up to
 names, comments and docstrings (`fingerprint`, designer/novelty.py) are exported once, the earliest, with the ids of the others in its
 `duplicates`. `--min-regret` keeps the environments whose regret was measured and is at least X;
 `--skills` keeps those of the given skill keys; `--revalidate` runs today's `validate_env` on
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from spade_mini.designer import SKILLS, fingerprint
 from spade_mini.envs import MAX_TURNS
-from spade_mini.registration import MANIFEST, env_class, is_tool_use, parsed, read_suite, turn_cap
+from spade_mini.adapters.registration import MANIFEST, env_class, is_tool_use, parsed, read_suite, turn_cap
 from spade_mini.run import RunDir, load_pool, read_env_file
 from spade_mini.sandbox import validate_env
 
@@ -150,11 +150,11 @@ def prepare(out: Path) -> None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one sentence instead of the usage block
-        self.exit(2, f"error: {message} (see python -m spade_mini.export --help).\n")
+        self.exit(2, f"error: {message} (see python -m spade_mini.adapters.export --help).\n")
 
 
 def main(argv=None) -> int:
-    p = _Parser(prog="python -m spade_mini.export", description=__doc__,
+    p = _Parser(prog="python -m spade_mini.adapters.export", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", help="a run folder written by train.py (runs/<name>)")
     p.add_argument("--out", required=True, help="the suite folder to write (new, empty, or a suite)")

@@ -2,9 +2,9 @@
 
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
-    from spade_mini.trl_env import SuiteEnv, prepare_tokenizer, suite_rows, turn_limit
+    from spade_mini.adapters.trl_env import SuiteEnv, prepare_tokenizer, suite_rows, turn_limit
 
-    suite = "suite/"                                   # python -m spade_mini.export runs/<name> --out suite/
+    suite = "suite/"                                   # python -m spade_mini.adapters.export runs/<name> --out suite/
     trainer = GRPOTrainer(
         model=model, processing_class=prepare_tokenizer(tokenizer),
         train_dataset=Dataset.from_list(suite_rows(suite, rows=256)),
@@ -52,7 +52,7 @@ from pathlib import Path
 from spade_mini.config import DEFAULTS
 from spade_mini.envs.actions import extract_action
 from spade_mini.pool import weight
-from spade_mini.registration import read_suite, turn_cap
+from spade_mini.adapters.registration import read_suite, turn_cap
 from spade_mini.reward import episode_return
 from spade_mini.sandbox import SandboxedEnv, SandboxError, SandboxLimits
 
@@ -95,7 +95,7 @@ class SuiteEnv:
     def __init__(self, suite: str | Path, *, return_mode: str = DEFAULTS.return_mode,
                  crash_reward: float = DEFAULTS.crash_reward, unfinished_reward: float = -1.0,
                  limits: SandboxLimits | None = None, record: list | None = None):
-        """`suite`: a folder written by `python -m spade_mini.export`. `unfinished_reward`: the
+        """`suite`: a folder written by `python -m spade_mini.adapters.export`. `unfinished_reward`: the
         return of an episode the model left before it was over (it answered without calling
         `act`, or ran past TRL's length cap), so that declining to play never pays more than a
         loss. `record`: a list that gets one summary per scored episode (for tests and logs)."""

@@ -8,7 +8,7 @@ each built sandboxed (a `SandboxedEnv`; gymnasium starts its child in `gym.make`
                                    of `spade_mini/` ids never holds one that eval keeps unseen
 
 `<Name>` is the file name in CamelCase (guess_number.py -> GuessNumber). `register_suite(folder)`
-registers a folder written by `python -m spade_mini.export` (manifest.json and one source file
+registers a folder written by `python -m spade_mini.adapters.export` (manifest.json and one source file
 per environment) as `<namespace>/<name>-v0`, the namespace `spade_mini_suite_<run>` unless one
 is given. A suite may come from anyone: its manifest is checked, its files must lie in the
 folder, and its sources run only in the sandbox.
@@ -107,7 +107,7 @@ def register_bundled() -> list[str]:
     ids = []
     for env in EXAMPLES + HELDOUT:
         ids.append(bundled_id(env))
-        gymnasium.register(ids[-1], entry_point="spade_mini.registration:make_bundled",
+        gymnasium.register(ids[-1], entry_point="spade_mini.adapters.registration:make_bundled",
                            kwargs={"name": env.name}, max_episode_steps=turn_cap(env.source))
     return ids
 
@@ -118,7 +118,7 @@ def read_suite(folder: str | Path) -> tuple[dict, list[dict]]:
     path = folder / MANIFEST
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; pass a folder written by "
-                                "`python -m spade_mini.export RUN_DIR --out FOLDER`.")
+                                "`python -m spade_mini.adapters.export RUN_DIR --out FOLDER`.")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -155,7 +155,7 @@ def register_suite(folder: str | Path, namespace: str | None = None) -> list[str
     for env in envs:
         ids.append(f"{namespace}/{env['name']}-v0")
         source = Path(env["path"]).read_text(encoding="utf-8")
-        gymnasium.register(ids[-1], entry_point="spade_mini.registration:make_from_file",
+        gymnasium.register(ids[-1], entry_point="spade_mini.adapters.registration:make_from_file",
                            kwargs={"path": env["path"]}, max_episode_steps=turn_cap(source))
     return ids
 

@@ -1,0 +1,84 @@
+"""Step 1 of an iteration: what the pool gets, from its fillers (`--pool-fill`).
+
+    examples   the hand-written examples (the tier's, or a user's own from --examples-dir) join
+               the pool at level 0 without a test, every iteration, up to the pool's size and
+               skill cap, never one that left: the fixed pool, the paper's baseline
+    designs    when the pool is short, the run's own in-band designs come back from the memory;
+               the designer writes new designs every --design-every iterations, or sooner when
+               the pool is short. Its valid designs play K paired seeds in both arms (steps 2-4)
+               and join the pool by those plays (step 5): the paper's setting
+    both       the examples from the first iteration, and the designer adding to them
+
+This is the one place that asks which filler the run has: the pool's rules, replay, the level
+moves and the update are the same for every environment, whoever wrote it. A user's folder is
+read and gated here too, once, at the start of a run (`own_examples`).
+"""
+from __future__ import annotations
+
+import random
+
+from spade_mini.agent import Playable
+from spade_mini.designer import design_environments, skill_schedule
+from spade_mini.envs import SKILL_LINE, HandEnv, read_folder
+from spade_mini.gate import GateSettings, check
+from spade_mini.run import distributed
+from spade_mini.sandbox import SandboxedEnv
+
+FILLERS = {"examples": ("examples",), "designs": ("designs",), "both": ("examples", "designs")}
+DESIGNS_PER_SKILL = 2  # designs of one skill per iteration, so the per-skill baseline has a group
+
+
+def fill(state, settings, record) -> None:
+    """Step 1: the examples join, the memory's designs come back, the designer writes (each as
+    `--pool-fill` says); the new valid designs become `record.fresh`, K paired seeds each."""
+    pool, it = state.pool, record.number
+    fillers = FILLERS[settings.fill.fill]
+    if not settings.fill.keep:  # each iteration's pool holds only what this iteration filled
+        pool.clear()
+    if "examples" in fillers:
+        record.filled += pool.fill(example_rows(pool, state.examples, settings.design.gate), it)
+    if "designs" in fillers and pool.short():  # the run's own in-band designs come back first
+        record.filled += pool.refill(state.memory, it)
+    if "designs" in fillers and pool.due(it, settings.fill.design_every):
+        slots = distributed.share(settings.shape.slots)  # this rank's design slots (all, in one process)
+        skills = skill_schedule(state.skills, it, settings.shape.slots, group=DESIGNS_PER_SKILL)
+        record.designs = design_environments(
+            state.policy, skills[slots.start:slots.stop], state.corpus, state.memory, state.rng, settings.design,
+            iteration=it, first_slot=slots.start,
+            edit_from=[(e.id, e.source, e.level, e.rate(pool.window), e.setting) for e in pool.envs])
+    record.fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, settings.shape.plays,
+                             levels=d.validation.levels) for d in record.designs if d.valid]
+
+
+def example_rows(pool, examples: list[HandEnv], gate: GateSettings) -> list[tuple]:
+    """The examples not yet in the pool nor retired, as Pool.fill takes them (the number of
+    levels each says it has, read from a sandboxed child)."""
+    rows = []
+    for e in examples:
+        env_id = f"example-{e.name}"
+        if env_id not in pool.ids() and env_id not in pool.retired:
+            with SandboxedEnv(e.source, limits=gate.limits) as env:
+                rows.append((env_id, e.skill, e.setting, e.source, env.levels))
+    return rows
+
+
+def own_examples(folder: str, skills: list[str], gate: GateSettings, count_tokens=None, say=print) -> list[HandEnv]:
+    """A user's environments (--examples-dir), each through the run's gate at level 0 as a design
+    is (its turn cap, turn budget and K); a refused one is named with its stage and dropped.
+    Raises ValueError, one sentence, when the folder holds none that passes."""
+    kept = []
+    for env in read_folder(folder):
+        if env.skill not in skills:
+            say(f"examples: refused {env.name}.py at stage `skill`: its line '{SKILL_LINE} {env.skill}' names no "
+                f"skill of this run; use one of {', '.join(skills)}")
+            continue
+        result = check(env.source, gate, random.Random(env.source), count_tokens=count_tokens)
+        if result.ok:
+            kept.append(env)
+        else:
+            say(f"examples: refused {env.name}.py at stage `{result.stage}`: {result.reasons[0]}")
+    if not kept:
+        raise ValueError(f"no environment in --examples-dir {folder!r} passed the gate (each refusal is printed "
+                         "above); mend them, or leave the flag out to use the tier's examples.")
+    say(f"examples: {len(kept)} of {folder} passed the gate: {', '.join(e.name for e in kept)}")
+    return kept

@@ -1,0 +1,104 @@
+"""What each step of an iteration needs of the flags, built once from a Config.
+
+    Settings.of(cfg)   the shape (shape.py), and one settings object per step:
+        fill      step 1   what fills the pool, how often the designer runs
+        design    step 1   designer/design.py DesignSettings, with the gate's (gate.py)
+        hint      step 2   who writes the hint, its token budget and temperature
+        play      step 3   agent.py PlaySettings (also the curve's and held-out evaluation's)
+        score     step 4   reward/scores.py ScoreSettings
+        samples   step 6   the advantages, the invalid designs' rewards, the designer's share
+        update    step 7   reinforce.py UpdateSettings
+
+Every field is a flag's value or a count derived from flags (docs/flags.md); nothing here reads
+anything but the Config. A data-parallel rank designs its share of the regeneration's caps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spade_mini.agent import PlaySettings
+from spade_mini.designer.design import DesignSettings
+from spade_mini.gate import GateSettings
+from spade_mini.reinforce import UpdateSettings
+from spade_mini.reward import ScoreSettings, lowest_valid_reward
+from spade_mini.sandbox import SandboxLimits
+from spade_mini.shape import Shape
+
+
+@dataclass(frozen=True)
+class FillSettings:
+    fill: str = "designs"        # "designs", "examples" or "both" (fill.py)
+    design_every: int = 1        # the designer runs every this many iterations, or when the pool is short
+    keep: bool = True            # the pool keeps its environments from one iteration to the next
+
+
+@dataclass(frozen=True)
+class HintSettings:
+    source: str = "policy"       # "policy" (it reads the source and writes one) or "env" (its hint())
+    max_new_tokens: int = 96
+    temperature: float = 0.3
+    limits: SandboxLimits | None = None
+    max_turns: int = 25          # solution() is read for at most this many actions
+
+
+@dataclass(frozen=True)
+class SampleSettings:
+    normalize_std: bool = False
+    invalid_mode: str = "graded"   # "graded", "constant" or "drop"
+    invalid_reward: float = -1.0
+    lowest_valid: float = 0.0      # the least a valid design earns (graded rewards stay below)
+    designer_baseline: str = "skill"
+    invalid_fraction: float = 1.0  # the share of invalid designs the update scores
+    train_designer: bool = True
+
+
+@dataclass(frozen=True)
+class Settings:
+    shape: Shape
+    fill: FillSettings
+    design: DesignSettings
+    hint: HintSettings
+    play: PlaySettings
+    score: ScoreSettings
+    samples: SampleSettings
+    update: UpdateSettings
+
+    @classmethod
+    def of(cls, cfg, world: int = 1) -> "Settings":
+        """A rank of `world` designs its share of the regeneration's caps (rounded up)."""
+        return cls(Shape.of(cfg), FillSettings(cfg.pool_fill, cfg.design_every, cfg.pool_keep),
+                   design_settings(cfg, world), HintSettings(cfg.hint_source, cfg.hint_max_new_tokens,
+                                                             cfg.hint_temperature, limits(cfg), cfg.max_turns),
+                   play_settings(cfg), ScoreSettings(cfg.designer_reward, cfg.regret_estimator),
+                   SampleSettings(cfg.normalize_std, "drop" if cfg.drop_invalid else cfg.invalid_reward_mode,
+                                  cfg.invalid_reward, lowest_valid_reward(cfg.designer_reward, cfg.regret_estimator),
+                                  cfg.designer_baseline, cfg.invalid_update_fraction, not cfg.no_designer_training),
+                   update_settings(cfg))
+
+
+def limits(cfg) -> SandboxLimits:
+    return SandboxLimits(call_timeout_s=cfg.step_timeout_s)
+
+
+def play_settings(cfg, temperature: float | None = None) -> PlaySettings:
+    return PlaySettings(cfg.max_turns, cfg.turn_max_new_tokens, cfg.max_context_tokens, limits(cfg),
+                        cfg.return_mode, cfg.crash_reward, cfg.agent_template, temperature)
+
+
+def gate_settings(cfg) -> GateSettings:
+    """The run's gate: its turn cap, the agent's tokens a turn, K distinct instances."""
+    return GateSettings(limits(cfg), cfg.max_turns, cfg.turn_max_new_tokens, cfg.require_solution,
+                        cfg.plays_per_design)
+
+
+def design_settings(cfg, world: int = 1) -> DesignSettings:
+    shape = Shape.of(cfg)
+    share = lambda n: -(-n // world)  # noqa: E731  (a rank's part of a cap, rounded up)
+    return DesignSettings(cfg.design_max_new_tokens, cfg.temperature, cfg.memory_references,
+                          share(shape.valid_wanted), cfg.design_retries, share(shape.design_cap),
+                          cfg.design_seconds, cfg.design_levels, cfg.design_repair, cfg.design_edits,
+                          gate_settings(cfg))
+
+
+def update_settings(cfg) -> UpdateSettings:
+    return UpdateSettings(cfg.designer_weight, cfg.micro_batch, cfg.max_grad_norm, cfg.designer_only_steps)
