@@ -44,7 +44,7 @@ START_PARALLEL = 2 * (os.cpu_count() or 1)  # children loading at once in start_
 EXIT_WAIT_S = 0.2  # after the reply pipe closed: how long to wait for the exit code
 SEED_BOUND = 2**31  # reset() without a seed plays a seed in [0, SEED_BOUND) drawn from np_random
 SHAPES = {"reset": (str, dict), "step": (str, float, bool, bool, dict), "hint": (str,),
-          "solution": (list,)}  # what each op's reply value must be
+          "solution": (list,), "draws": (int,)}  # what each op's reply value must be
 
 
 def preload_for(source: str) -> list[str]:

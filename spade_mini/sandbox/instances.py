@@ -4,13 +4,19 @@ Two validation stages after `solution`, both on the solution() of GATE_SEEDS see
 play draws them) at the level being validated, read from a solver child of their own:
 
     decided    in a one-shot task (a seed's solution wins in ONE action, and any first action
-               ends the episode), seeds that show the same first observation must share a
-               winning action: one seed's winning action is played on another seed with the
-               same observation, in a fresh child, and must not lose there. Else the answer
-               hangs on a hidden choice the text never shows ("Tom is taller than Ann. Who is
-               older?", the answer drawn at random): a coin flip looks informative to the pool
-               and teaches nothing. A task that goes on after a wrong or an exploring action
-               (feedback, another try, a tool call) is a search, not a coin flip.
+               ends the episode), the observation must decide the answer. Else it hangs on a
+               hidden choice the text never shows ("Tom is taller than Ann. Who is older?", the
+               answer drawn at random): a coin flip looks informative to the pool and teaches
+               nothing. Two ways of asking: (1) seeds that show the same first observation must
+               share a winning action (one seed's is played on the other, in a fresh child);
+               (2) for a few seeds, each random draw of the reset is changed in turn
+               (worker.Draws): a changed draw that leaves the observation as it was but makes
+               solution() answer otherwise, where the first answer now loses, is a hidden
+               choice. (2) needs no repeated observation, so it sees coin flips whose texts
+               always differ (a round number, a name); it sees only draws of `random`, not a
+               choice made from the clock or the environment's own state across resets. A task
+               that goes on after a wrong or an exploring action (feedback, another try, a tool
+               call) is a search, not a coin flip.
     instances  over the first INSTANCE_SEEDS seeds, at least `min_instances` distinct
                instances, an instance being (first observation, solution). A design with four
                instances replayed fifty times teaches memorisation, and "learned" then rewards
@@ -30,6 +36,8 @@ from spade_mini.sandbox.solution import launch_solver
 GATE_SEEDS = 32       # seeds whose first observation and solution the gate reads
 INSTANCE_SEEDS = 16   # of those, the ones whose distinct instances are counted
 MAX_CROSS_PLAYS = 4   # plays of one seed's answer on another seed with the same observation
+CHANGED_SEEDS = 4     # one-shot seeds whose reset draws are changed one at a time
+MAX_CHANGED_DRAWS = 16  # the first draws of such a reset that are changed
 EXPLORE = "\\boxed{test}"  # a first action no task takes as its answer (validate.JUNK_ACTIONS)
 
 
@@ -44,8 +52,11 @@ def gate_reasons(source: str, fresh: Fresh, *, seeds: Sequence[int], max_turns: 
         for seed in seeds:
             obs, info = solver.reset(seed=seed)
             seen.append((seed, obs, tuple(as_played(a, "tools" in info) for a in solver.solution(max_turns))))
+        hidden = hidden_draw(solver, seen, max_turns)
     finally:
         solver.close()
+    if hidden:
+        return "decided", hidden
     by_obs: dict[str, list[tuple[int, tuple]]] = {}
     for seed, obs, actions in seen:
         if len(actions) == 1:
@@ -70,3 +81,29 @@ def gate_reasons(source: str, fresh: Fresh, *, seeds: Sequence[int], max_turns: 
             f"seeds at level {level}; at least {min_instances} are needed: draw the task's content "
             "(names, numbers, sizes) from the seed, so the agent cannot learn answers by heart"]
     return "valid", []
+
+
+def hidden_draw(solver, seen: list[tuple], max_turns: int) -> list[str]:
+    """Way (2) of `decided`: why a random draw the observation never shows decides the answer
+    (none: no changed draw of the first CHANGED_SEEDS one-shot seeds does)."""
+    for seed, obs, actions in [s for s in seen if len(s[2]) == 1][:CHANGED_SEEDS]:
+        solver.reset(seed=seed)
+        for draw in range(min(solver.draws(), MAX_CHANGED_DRAWS)):
+            shown, info = solver.reset_perturbed(seed, draw)
+            if shown != obs:
+                continue
+            other = tuple(as_played(a, "tools" in info) for a in solver.solution(max_turns))
+            if other == actions:
+                continue
+            _, reward, terminated, _, _ = solver.step(actions[0])
+            if terminated and reward > 0:  # both answers win: not a choice
+                continue
+            solver.reset_perturbed(seed, draw)
+            if not any(solver.step(EXPLORE)[2:4]):  # a wrong answer gets feedback: a search
+                continue
+            return [f"on seed {seed}, changing random draw {draw} of reset() leaves the observation "
+                    f"({obs[:120]!r}) as it was but makes the answer {other[0][:60]!r} instead of "
+                    f"{actions[0][:60]!r}, which then loses: the observation must decide the answer "
+                    "(put every fact the answer needs in the text)"]
+    return []
+

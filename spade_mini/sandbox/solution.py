@@ -49,6 +49,10 @@ class Solved:
     """What solution() returned after reset(seed); None when the environment defines none."""
     hint: str | None
     """What hint() returned in the same episode; None when the environment defines none."""
+    observation: str = ""
+    """The episode's first observation."""
+    tool_use: bool = False
+    """Its reset gave tools (its actions are tool calls or answers)."""
 
 
 class _Solver(SandboxedEnv):
@@ -70,6 +74,15 @@ class _Solver(SandboxedEnv):
             self._start_deadline = self._until(self.limits.load_timeout_s)
             self._await_ready()
 
+    def reset_perturbed(self, seed: int, draw: int) -> tuple[str, dict]:
+        """reset(seed) with the random draw number `draw` of the reset changed (worker.Draws)."""
+        return self._reset_reply(self._call("reset", self._until(self.limits.call_timeout_s),
+                                            self.limits.max_obs_chars, seed=seed, level=self.level, perturb=draw))
+
+    def draws(self) -> int:
+        """How many random draws the last reset made."""
+        return self._call("draws", self._until(self.limits.call_timeout_s), 0)
+
     def solution(self, max_actions: int) -> tuple[str, ...]:
         value = self._call("solution", self._until(self.limits.call_timeout_s),
                            self.limits.max_action_chars, max_actions=max_actions)
@@ -88,10 +101,10 @@ def solve(source: str, seeds: Sequence[int], *, max_actions: int,
     with _Solver(source, limits=limits, deadline=deadline, level=level) as solver:
         solved = []
         for seed in seeds:
-            solver.reset(seed=seed)
+            obs, info = solver.reset(seed=seed)
             hint = solver.hint() if solver.has_hint else None
             actions = solver.solution(max_actions) if solver.has_solution else None
-            solved.append(Solved(seed, actions, hint))
+            solved.append(Solved(seed, actions, hint, obs, "tools" in info))
         return solved
 
 

@@ -66,6 +66,8 @@ class Validation:
     """How many difficulty levels the environment says it has (validated: the one asked for)."""
     level: int = 0
     """The level that was validated."""
+    shape: dict = field(default_factory=dict)
+    """What the gate found the environment asks (spade_mini/gate: answer form, turns, example line)."""
 
 
 def static_check(source: str) -> tuple[str, str] | None:

@@ -10,9 +10,9 @@ stdout/stderr are /dev/null, so nothing the environment prints reaches the paren
 exits when the request pipe closes (the parent is gone) and re-checks its parent before each
 request. Before `reset(seed=s)` the global `random` is seeded with s, so an environment that
 uses it is still the same episode for the same seed. An environment with levels (a class
-attribute `levels`, 1 to MAX_LEVELS; none: one level) is reset as gymnasium's convention has it,
-`reset(seed=s, options={"level": n})`; a one-level one as `reset(seed=s)`. The op `solution` is asked for only by
-the parent's solution.py (validation and the leak check), never by the play API.
+attribute `levels`, 1 to MAX_LEVELS; none: one level) is reset as `reset(seed=s, options={"level":
+n})`, a one-level one as `reset(seed=s)`. The ops `solution`, `draws` and a reset's `perturb` are
+asked for only by the parent's solution.py (validation and the leak check), never by the play API.
 
 The import allowlist below only gives early, readable errors; it is NOT a security boundary
 (frames, `__subclasses__` and module attributes reach everything). The kernel layers are.
@@ -35,6 +35,33 @@ MAX_LEVELS = 8  # difficulty levels an environment may have (0 is the easiest)
 # a uid of its own, the child may not be able to read a stdlib under /root).
 ENV_MODULE = "sandboxed_env"
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Draws(random.Random):
+    """random.Random counting the draws of a reset (random() and getrandbits(), which every method
+    calls) over every generator, and changing draw `perturb` (validation's question: instances.py);
+    unperturbed, the same numbers as random.Random."""
+    count, perturb = 0, None
+
+    @staticmethod
+    def _changed() -> bool:
+        Draws.count += 1
+        return Draws.count - 1 == Draws.perturb
+
+    def random(self):
+        value = super().random()
+        return (value + 0.5) % 1.0 if Draws._changed() else value
+
+    def getrandbits(self, k):
+        value = super().getrandbits(k)
+        return value ^ 1 if Draws._changed() and k > 0 else value
+
+
+def count_draws() -> None:  # every generator the environment reaches: random.Random, random.randint, ...
+    old, random._inst, random.Random = random._inst, Draws(), Draws
+    for name, value in list(vars(random).items()):
+        if getattr(value, "__self__", None) is old:
+            setattr(random, name, getattr(random._inst, name))
 
 
 class ProtocolViolation(Exception):
@@ -120,8 +147,12 @@ def run_op(env, req: dict, cfg: dict, notes: list[str]):
         levels = env_levels(env)
         if type(level) is not int or not 0 <= level < levels:
             raise ProtocolViolation(f"level {level!r} asked, but the environment has levels 0 to {levels - 1}")
-        out = (env.reset(seed=req["seed"], options={"level": level}) if levels > 1
-               else env.reset(seed=req["seed"]))
+        Draws.count, Draws.perturb = 0, req.get("perturb")  # validation's question: solution.py
+        try:
+            out = (env.reset(seed=req["seed"], options={"level": level}) if levels > 1
+                   else env.reset(seed=req["seed"]))
+        finally:
+            Draws.perturb = None
         if type(out) is not tuple or len(out) != 2:
             raise ProtocolViolation("reset must return a tuple (observation, info)")
         if type(out[1]) is not dict:
@@ -144,6 +175,8 @@ def run_op(env, req: dict, cfg: dict, notes: list[str]):
         return check_obs(env.hint(), cfg["max_hint_chars"], "hint")
     if req["op"] == "solution":
         return check_actions(env.solution(), req["max_actions"], cfg["max_action_chars"])
+    if req["op"] == "draws":  # the random draws of the last reset
+        return Draws.count
     raise ProtocolViolation(f"unknown op {req['op']!r}")
 
 
@@ -166,6 +199,7 @@ def load_env(source: str):
                                   f"(allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
         return real_import(name, globals, locals, fromlist, level)
 
+    count_draws()
     linecache.cache["<env>"] = (len(source), None, source.splitlines(True), "<env>")
     env_builtins = dict(builtins.__dict__, __import__=guarded_import)
     namespace = {"__name__": ENV_MODULE, "__builtins__": env_builtins}
