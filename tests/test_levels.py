@@ -4,16 +4,20 @@ not decide is refused, so is a design with few distinct instances, and the pool 
 (raise at the band's top, lower at its bottom, retire at both ends) for designs and for the
 fixed pool's examples alike."""
 import json
+import random
 
 import gymnasium
 import pytest
 from hostile import FAST
 
-from spade_mini.envs import EXAMPLES, MIN_INSTANCES, STARTER, HandEnv
+from spade_mini.envs import (ALL_EXAMPLES, ALL_HELDOUT, MEMORY_ONLY, MIN_INSTANCES, STARTER, STARTER_HELDOUT,
+                             HandEnv)
+from spade_mini.gate import GateSettings, admit
 from spade_mini.pool import Pool
 from spade_mini.sandbox import EnvLoadError, SandboxedEnv, validate_env
 
 WON, LOST = 1.0, 0.0
+STARTER_LIKE = STARTER + MEMORY_ONLY["starter"]  # played under the cpu preset's 6 turns
 
 # three levels; the number grows a digit a level, and level 2's solution() is off by one
 LEVELED = '''import random
@@ -91,7 +95,7 @@ def test_each_level_is_validated_as_an_environment_of_its_own():
 
 def test_an_answer_the_observation_does_not_decide_is_refused_and_its_twin_passes():
     refused = validate_env(OLDER, limits=FAST)
-    assert refused.stage == "decided" and "same first observation" in refused.reasons[0], refused.reasons
+    assert refused.stage == "decided" and "the observation must decide the answer" in refused.reasons[0], refused.reasons
     assert validate_env(OLDER_TOLD, limits=FAST, min_instances=MIN_INSTANCES).ok
 
 
@@ -101,19 +105,36 @@ def test_a_design_with_few_distinct_instances_is_refused():
     assert validate_env(FOUR_GAMES, limits=FAST, min_instances=4).ok
 
 
-@pytest.mark.parametrize("env", EXAMPLES + STARTER, ids=[e.name for e in EXAMPLES + STARTER])
-def test_the_examples_have_four_valid_levels_and_level_0_is_todays_task(env: HandEnv):
+@pytest.mark.parametrize("env", ALL_EXAMPLES, ids=[e.name for e in ALL_EXAMPLES])
+def test_the_examples_have_four_levels_and_pass_the_whole_gate_but_novelty_at_each(env: HandEnv):
+    """Every example, at every level, passes what a design must pass but the re-skin check (the
+    examples ARE the archive): validation with K distinct instances, and the text checks (no
+    answer shown, no hint that gives it away, the question paid). Level 0 is what a reset
+    without options plays."""
     with SandboxedEnv(env.source, limits=FAST) as sandboxed:
         assert sandboxed.levels >= 4
         for seed in range(5):  # no options and level 0 are one episode
             assert sandboxed.reset(seed=seed) == sandboxed.reset(seed=seed, options={"level": 0})
-    # level 0 is the task written before the gate (recall_fruit, calendar_booking and nim have
-    # 3-7 distinct instances on 16 seeds there): the instance count holds from level 1 on
+    gate = GateSettings(play_turns=6 if env.name in {e.name for e in STARTER_LIKE} else 25)
     for level in range(4):
-        needed = 0 if level == 0 else MIN_INSTANCES
-        v = validate_env(env.source, level=level, min_instances=needed,
-                         play_turns=6 if env in STARTER else 25)
-        assert v.ok, (level, v.reasons)
+        v = admit(env.source, gate, random.Random(f"{level}:{env.name}"), level=level)
+        assert v.ok, (level, v.stage, v.reasons)
+
+
+# Held-out environments that the gate refuses as they stand (they stay as earlier rounds measured
+# them): last_word's hint names the answer's first letter.
+HELD_OUT_REFUSED = {"last_word": "hint"}
+
+
+@pytest.mark.parametrize("env", ALL_HELDOUT, ids=[e.name for e in ALL_HELDOUT])
+def test_the_held_out_environments_pass_the_whole_gate_but_novelty_and_instances(env: HandEnv):
+    """The held-out environments stay as earlier rounds measured them; four have fewer than K
+    distinct instances on 16 seeds (last_word, first_letter, capital_word, heavy_coin: an
+    evaluation counts distinct items), so they are held to every other check, and one is
+    refused where HELD_OUT_REFUSED says."""
+    gate = GateSettings(play_turns=6 if env in STARTER_HELDOUT else 25, min_instances=0)
+    v = admit(env.source, gate, random.Random(env.name))
+    assert v.stage == HELD_OUT_REFUSED.get(env.name, "valid"), (v.stage, v.reasons)
 
 
 # --- the pool moves levels ---------------------------------------------------------------------

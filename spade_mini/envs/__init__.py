@@ -33,6 +33,9 @@ MAX_TURNS = 25  # the contract's turn cap: no episode, generated or bundled, pla
 STAGES = ("syntax", "structure", "load", "reset", "step", "episode", "solution", "decided", "instances",
           "valid")
 MIN_INSTANCES = 8  # distinct instances a design must have over 16 seeds at each level (sandbox/instances.py)
+# The gate's checks after validation, in order (spade_mini/gate): the answer shown in the observation,
+# a hint that gives it away, a question the reward does not ask.
+ADMISSION_STAGES = ("given_away", "hint", "question")
 
 
 @dataclass(frozen=True)
@@ -148,13 +151,21 @@ STARTER_HELDOUT: list[HandEnv] = [load(*row, folder=STARTER_DIR) for row in [
      "Stones are taken in turns, the last one wins; say how many to take first to win."),
 ]]
 
+# Examples the designer's memory shows but the pool never plays: one for a skill the tier's examples
+# leave out (strategic_planning), so every skill the schedule draws has a reference that validates.
+MEMORY_ONLY: dict[str, list[HandEnv]] = {"standard": [], "starter": [load(
+    "plan_ahead", "games", "strategic_planning",
+    "Reach a target number in a few moves of add 3, double, subtract 1: say which move comes first.",
+    folder=STARTER_DIR)]}
+
 # The tiers a run chooses from (`--examples`): what seeds the memory, the warm start and the fixed
 # pool, and the held-out set of the same tier that the `--eval-every` curve plays.
 TIERS: dict[str, tuple[list[HandEnv], list[HandEnv]]] = {
     "standard": (EXAMPLES, HELDOUT),
     "starter": (STARTER, STARTER_HELDOUT),
 }
-ALL_EXAMPLES: list[HandEnv] = [e for examples, _ in TIERS.values() for e in examples]
+ALL_EXAMPLES: list[HandEnv] = [e for examples, _ in TIERS.values() for e in examples] + \
+    [e for extra in MEMORY_ONLY.values() for e in extra]
 ALL_HELDOUT: list[HandEnv] = [e for _, held_out in TIERS.values() for e in held_out]
 
 

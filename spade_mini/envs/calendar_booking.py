@@ -6,13 +6,12 @@ class CalendarBookingEnv(ToolUseEnv):
     levels = 4
 
     def _reset(self, rng):
-        n, (end, busy) = 1 + self.level, [(16, 3), (18, 6), (20, 7), (22, 8)][self.level]  # meetings, last hour, busy
-        self.busy, self.booked = [9] + rng.sample(range(10, end + 1), busy), set()  # 9 is always busy
-        self.free = sorted(set(range(9, end + 1)) - set(self.busy))[:n]
+        n, (hours, busy) = 1 + self.level, [(7, 3), (9, 6), (11, 7), (13, 8)][self.level]  # meetings, hours, busy
+        start = rng.randint(5, 13 - 2 * self.level)  # the day's first hour: more tasks
+        self.busy, self.booked = [start] + rng.sample(range(start + 1, start + hours + 1), busy), set()
+        self.free = sorted(set(range(start, start + hours + 1)) - set(self.busy))[:n]
         self.answer = ",".join(map(str, self.free))
-        if n == 1:
-            return "Book a meeting at today's first free hour (9 to 16), then answer the hour."
-        return f"Book {n} meetings at today's first {n} free hours (9 to {end}), then answer them like 10,12."
+        return f"Book {n} meeting(s) at the first free hour(s) from {start} to {start + hours}, then answer them like 10,12."
 
     def tool_list_busy(self):
         """Today's busy hours."""

@@ -8,7 +8,7 @@ class NimEnv:
     def reset(self, seed=None, options=None):
         level = (options or {}).get("level", 0)
         self.group = 4 + level  # take 1 to group - 1 stones; facing a multiple of group loses
-        self.stones = random.Random(seed).choice([n for n in range(9, 22 + 8 * level) if n % self.group])
+        self.stones = random.Random(seed).choice([n for n in range(9, 60 + 8 * level) if n % self.group])
         return (f"{self.stones} stones. Take 1-{self.group - 1} a turn, you first; "
                 "take the last to win, like \\boxed{2}."), {}
 

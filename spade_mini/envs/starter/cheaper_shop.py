@@ -19,7 +19,7 @@ class CheaperShopEnv:
         return ("Correct!" if won else f"Wrong: {self.best} is cheapest."), float(won), True, False, {}
 
     def hint(self):
-        return f"The seller with the lowest price has a name starting with '{self.best[0]}'."
+        return "Compare the prices one by one and keep the seller who asks the least so far."
 
     def solution(self):
         return [f"\\boxed{{{self.best}}}"]

@@ -20,7 +20,7 @@ class ColourOfEnv:
         return ("Correct!" if won else f"Wrong: it is {self.colour}."), float(won), True, False, {}
 
     def hint(self):
-        return f"The colour of the {self.thing} starts with '{self.colour[0]}'."
+        return f"Find where the {self.thing} is named and read the colour written with it."
 
     def solution(self):
         return [f"\\boxed{{{self.colour}}}"]

@@ -17,7 +17,7 @@ class NextColourEnv:
         return ("Correct!" if won else f"Wrong: {self.next} comes next."), float(won), True, False, {}
 
     def hint(self):
-        return f"The colours take turns; the next one starts with '{self.next[0]}'."
+        return "The colours take turns, so the next one is the colour that came two places before it."
 
     def solution(self):
         return [f"\\boxed{{{self.next}}}"]

@@ -1,6 +1,6 @@
 import random
 
-FRUITS = "plum mango cherry lemon peach melon".split()
+FRUITS = "plum mango cherry lemon peach melon grape apple lime pear kiwi date".split()
 
 
 class RecallFruitEnv:
@@ -11,7 +11,7 @@ class RecallFruitEnv:
         rng, self.asked = random.Random(seed), False
         self.fruit = rng.choice(FRUITS)
         others = rng.sample([f for f in FRUITS if f != self.fruit], 2 + (options or {}).get("level", 0))
-        self.options, decoys = sorted(others + [self.fruit]), others[2:]
+        self.options, decoys = sorted(others + [self.fruit]), others[1:]
         return (f"Example: remember fig; asked later, answer \\boxed{{fig}}\n"
                 f"Now: remember {', not '.join([self.fruit] + decoys)}. Reply \\boxed{{ok}} first."), {}
 

@@ -21,7 +21,7 @@ class RowPositionEnv:
         return ("Correct!" if won else f"Wrong: it is the {self.animal}."), float(won), True, False, {}
 
     def hint(self):
-        return f"The animal at the {self.place} starts with '{self.animal[0]}'."
+        return "Count the animals from the left: the left end is the first named, the right end the last."
 
     def solution(self):
         return [f"\\boxed{{{self.animal}}}"]

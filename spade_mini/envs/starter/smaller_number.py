@@ -18,7 +18,7 @@ class SmallerNumberEnv:
         return ("Correct!" if won else f"Wrong: {min(self.pair)} is smaller."), float(won), True, False, {}
 
     def hint(self):
-        return f"The smaller number ends in the digit {min(self.pair) % 10}."
+        return "Compare the highest digits first; only when they are equal look at the next ones."
 
     def solution(self):
         return [f"\\boxed{{{min(self.pair)}}}"]

@@ -22,7 +22,7 @@ class TallerShorterEnv:
         return ("Correct!" if won else f"Wrong: {self.answer}."), float(won), True, False, {}
 
     def hint(self):
-        return f"The one who is {self.asked} has a name starting with '{self.answer[0]}'."
+        return "If one is taller than the other, the other is shorter; older and younger turn the same way."
 
     def solution(self):
         return [f"\\boxed{{{self.answer}}}"]

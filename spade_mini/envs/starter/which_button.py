@@ -21,7 +21,7 @@ class WhichButtonEnv:
         return ("Correct!" if won else "Wrong."), float(won), True, False, {}
 
     def hint(self):
-        return f"The button that {self.effect} has a colour starting with '{self.button[0]}'."
+        return f"Read what each button does and answer with the one that {self.effect}."
 
     def solution(self):
         return [f"\\boxed{{{self.button}}}"]
