@@ -39,7 +39,7 @@ import torch  # noqa: E402  (heavy imports only after the flags are known to be 
 from tqdm.auto import tqdm  # noqa: E402
 
 from spade_mini.designer import Corpus, CorpusError, Memory, SkillError, skills_for  # noqa: E402
-from spade_mini.envs import TIERS, tier  # noqa: E402
+from spade_mini.envs import MEMORY_ONLY, TIERS, tier  # noqa: E402
 from spade_mini.evaluation import fixed_set_metrics, transfer_metrics  # noqa: E402
 from spade_mini.loop import State, one_iteration  # noqa: E402
 from spade_mini.run.row import peak_memory_mb  # noqa: E402
@@ -47,6 +47,7 @@ from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
 from spade_mini.fill import own_examples  # noqa: E402
+from spade_mini.gate import describe  # noqa: E402
 from spade_mini.pool import Pool  # noqa: E402
 from spade_mini.settings import gate_settings  # noqa: E402
 from spade_mini.run import iteration_records, random_streams  # noqa: E402
@@ -103,8 +104,9 @@ optimizer = make_optimizer(policy.model, cfg.lr, cfg.weight_decay)
 try:  # the examples' filler puts these in the pool: the tier's, or the user's own once they pass the gate
     examples = (own_examples(cfg.examples_dir, [s.key for s in skills], gate_settings(cfg), policy.count_tokens, say)
                 if cfg.examples_dir else tier(cfg.examples, cfg.setting))
-    memory = None if cfg.no_memory else Memory.seeded(examples if cfg.examples_dir else TIERS[cfg.examples][0],
-                                                      max_records=cfg.memory_size)
+    shown = examples if cfg.examples_dir else TIERS[cfg.examples][0] + MEMORY_ONLY[cfg.examples]
+    memory = None if cfg.no_memory else Memory.seeded(shown, max_records=cfg.memory_size, shapes={
+        e.name: describe(e.source, gate_settings(cfg)) for e in shown})  # what each asks: the coverage line
 except ValueError as e:
     fail(str(e))
 # every random draw from here on (designs, seeds, sampling) follows --seed, distinct per rank
@@ -153,7 +155,7 @@ def save(iteration: int):
     streams = distributed.all_gather(random_streams(state.rng))  # every rank's own, for an exact resume
     if main:
         run.save_checkpoint(iteration, policy, optimizer, state.memory, state.potential, streams,
-                            state.pool)
+                            state.pool, state.archive)
         run.remove_old_checkpoints(cfg.keep_checkpoints)
 
 

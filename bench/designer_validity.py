@@ -38,14 +38,16 @@ import torch  # noqa: E402
 
 from spade_mini import warmstart  # noqa: E402
 from spade_mini.cli import main_config  # noqa: E402
-from spade_mini.designer import Corpus, Memory, design_environments, skills_for  # noqa: E402
-from spade_mini.envs import STAGES, TIERS  # noqa: E402
+from spade_mini.designer import Corpus, Memory, design_environments, extract_code, skills_for  # noqa: E402
+from spade_mini.envs import MEMORY_ONLY, TIERS  # noqa: E402
 from spade_mini.evaluation.intervals import interval, ratio_interval  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
 from spade_mini.run.planning import fit_plan  # noqa: E402
-from spade_mini.settings import design_settings  # noqa: E402
+from spade_mini.gate import Archive, describe  # noqa: E402
+from spade_mini.reward.invalidity import INVALID_STAGES  # noqa: E402
+from spade_mini.settings import design_settings, gate_settings  # noqa: E402
 
-LADDER = ("no_code", *STAGES, "duplicate")
+LADDER = (*INVALID_STAGES, "valid")  # every stage a design can end at, lowest first
 
 
 def main() -> int:
@@ -76,7 +78,11 @@ def main() -> int:
     if rows:
         print(f"warm start: {len(rows)} steps, last designer NLL {rows[-1]['designer_nll']:.3f}, "
               f"agent NLL {rows[-1]['agent_nll']:.3f}")
-    memory = Memory.seeded(TIERS[cfg.examples][0])
+    shown = TIERS[cfg.examples][0] + MEMORY_ONLY[cfg.examples]  # what a run's memory starts with
+    memory = Memory.seeded(shown, shapes={e.name: describe(e.source, gate_settings(cfg)) for e in shown})
+    archive = Archive.bundled()  # every admitted design joins it, as in a run: a later copy of one is refused
+    for r in (r for r in done if r["stage"] == "valid"):
+        archive.add(r.get("id", "an earlier design"), extract_code(r["reply"]))
     skills = skills_for(cfg.setting, cfg.skills or None)
     t0, designs = time.time(), []
     one_pass = dataclasses.replace(design_settings(cfg), until_valid=0, retries=0)  # the run's gate, one attempt a slot
@@ -86,13 +92,18 @@ def main() -> int:
         rng = random.Random(f"{cfg.seed}-{start}")  # each batch its own draws: a continued run matches
         torch.manual_seed(cfg.seed * 100_003 + start)
         batch = [skills[(start + i) % len(skills)] for i in range(min(args.batch, args.designs - start))]
-        new = design_environments(policy, batch, corpus, memory, rng, one_pass, iteration=0, first_slot=start)
+        t_batch = time.time()
+        new = design_environments(policy, batch, corpus, memory, rng, one_pass, iteration=0, first_slot=start,
+                                  archive=archive)
+        each = (time.time() - t_batch) / len(new)  # a design's share of its batch: generation and the gate
         designs += new
         if args.samples:
             with args.samples.open("a", encoding="utf-8") as f:
                 for d in new:
-                    f.write(json.dumps({"skill": d.skill.key, "stage": d.stage, "reasons": d.reasons,
-                                        "finished": d.completion.finished, "reply": d.completion.text}) + "\n")
+                    f.write(json.dumps({"id": d.id, "skill": d.skill.key, "stage": d.stage, "reasons": d.reasons,
+                                        "finished": d.completion.finished, "reply": d.completion.text,
+                                        "shape": d.validation.shape if d.validation else {},
+                                        "seconds": round(each, 1)}) + "\n")
         print(f"designed {len(done) + len(designs)}/{args.designs} ({time.time() - t0:.0f} s)", flush=True)
     rows = done + [{"stage": d.stage, "finished": d.completion.finished} for d in designs]
     stages = collections.Counter(r["stage"] for r in rows)

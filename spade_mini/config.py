@@ -111,6 +111,8 @@ class Config:
     """The pool holds at most this many environments."""
     episodes_per_iteration: int = 0
     """No-hint episodes played an iteration, in either arm, split over what it plays (0: --designs-per-iteration times --plays-per-design)."""
+    novelty: bool = True
+    """The gate refuses a design that re-skins the archive: the bundled environments and every admitted design (spade_mini/gate/novelty.py); off: only an exact copy is refused (the earlier rounds' check)."""
     design_levels: bool = True
     """The designer prompt asks for difficulty levels (a class attribute `levels`, reset's options={"level": n}) and says what a level must change; off: the prompt without them (docs/writing-environments.md#levels)."""
     require_solution: bool = True

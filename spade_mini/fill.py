@@ -20,7 +20,7 @@ import random
 from spade_mini.agent import Playable
 from spade_mini.designer import design_environments, skill_schedule
 from spade_mini.envs import SKILL_LINE, HandEnv, read_folder
-from spade_mini.gate import GateSettings, check
+from spade_mini.gate import GateSettings, admit
 from spade_mini.run import distributed
 from spade_mini.sandbox import SandboxedEnv
 
@@ -44,7 +44,7 @@ def fill(state, settings, record) -> None:
         skills = skill_schedule(state.skills, it, settings.shape.slots, group=DESIGNS_PER_SKILL)
         record.designs = design_environments(
             state.policy, skills[slots.start:slots.stop], state.corpus, state.memory, state.rng, settings.design,
-            iteration=it, first_slot=slots.start,
+            iteration=it, first_slot=slots.start, archive=state.archive,
             edit_from=[(e.id, e.source, e.level, e.rate(pool.window), e.setting) for e in pool.envs])
     record.fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, settings.shape.plays,
                              levels=d.validation.levels) for d in record.designs if d.valid]
@@ -64,7 +64,7 @@ def example_rows(pool, examples: list[HandEnv], gate: GateSettings) -> list[tupl
 
 def own_examples(folder: str, skills: list[str], gate: GateSettings, count_tokens=None, say=print) -> list[HandEnv]:
     """A user's environments (--examples-dir), each through the run's gate at level 0 as a design
-    is (its turn cap, turn budget and K); a refused one is named with its stage and dropped.
+    is (but for novelty); a refused one is named with its stage and dropped.
     Raises ValueError, one sentence, when the folder holds none that passes."""
     kept = []
     for env in read_folder(folder):
@@ -72,7 +72,7 @@ def own_examples(folder: str, skills: list[str], gate: GateSettings, count_token
             say(f"examples: refused {env.name}.py at stage `skill`: its line '{SKILL_LINE} {env.skill}' names no "
                 f"skill of this run; use one of {', '.join(skills)}")
             continue
-        result = check(env.source, gate, random.Random(env.source), count_tokens=count_tokens)
+        result = admit(env.source, gate, random.Random(env.source), count_tokens=count_tokens)
         if result.ok:
             kept.append(env)
         else:

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from spade_mini.fill import fill
+from spade_mini.gate import Archive
 from spade_mini.pool import Pool
 from spade_mini.probe import probe_chats
 from spade_mini.reinforce import role_token_counts, update
@@ -84,6 +85,7 @@ class State:
     probe: list | None = None        # the drift probe (policy/drift.py), made at the first iteration
     probe_sources: list = field(default_factory=list)  # held-out environments the probe starts from
     levels_valid: dict = field(default_factory=dict)  # (source sha256, level) -> passes the gate (replay.py)
+    archive: Archive | None = None   # what a design must not re-skin (gate/novelty.py); None: made at the first iteration
 
 
 def one_iteration(state: State, cfg, progress=None) -> Iteration:
@@ -92,6 +94,8 @@ def one_iteration(state: State, cfg, progress=None) -> Iteration:
     settings, record = Settings.of(cfg, distributed.world_size()), Iteration(state.iteration)
     if state.pool is None:
         state.pool = Pool.from_config(cfg)
+    if state.archive is None:
+        state.archive = Archive.bundled()
     if state.probe is None:  # the drift probe: the starting policy's replies, made once (not counted)
         from spade_mini.policy.drift import make_probe
         state.probe = make_probe(state.policy, probe_chats(state.probe_sources, cfg.drift_probe, cfg.agent_template,

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass, field
 
 from spade_mini.agent import Playable, play_episodes
-from spade_mini.gate import check
+from spade_mini.gate import admit
 from spade_mini.pool import spread
 from spade_mini.reward import score_playables
 from spade_mini.reward.bands import rate_of
@@ -134,11 +134,11 @@ def too_easy(returns: list[float], band: tuple[float, float]) -> bool:
 
 
 def level_validates(state, settings, source: str, level: int) -> bool:
-    """Does `level` of this environment pass the run's gate? Its seeds come from the source and
-    the level, so a resumed run validates as the uninterrupted one did; each answer is kept in
-    the State."""
+    """Does `level` of this environment pass the run's gate (all but novelty)? Its seeds come
+    from the source and the level, so a resumed run validates as the uninterrupted one did; each
+    answer is kept in the State."""
     key = (hashlib.sha256(source.encode()).hexdigest(), level)
     if key not in state.levels_valid:
-        state.levels_valid[key] = check(source, settings.design.gate, random.Random(f"{level}:{source}"),
+        state.levels_valid[key] = admit(source, settings.design.gate, random.Random(f"{level}:{source}"),
                                         count_tokens=state.policy.count_tokens, level=level).ok
     return state.levels_valid[key]

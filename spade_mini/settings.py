@@ -86,9 +86,9 @@ def play_settings(cfg, temperature: float | None = None) -> PlaySettings:
 
 
 def gate_settings(cfg) -> GateSettings:
-    """The run's gate: its turn cap, the agent's tokens a turn, K distinct instances."""
-    return GateSettings(limits(cfg), cfg.max_turns, cfg.turn_max_new_tokens, cfg.require_solution,
-                        cfg.plays_per_design)
+    """The run's gate: its turn cap and the agent's tokens a turn (envs.MIN_INSTANCES distinct
+    instances, the same for every preset)."""
+    return GateSettings(limits(cfg), cfg.max_turns, cfg.turn_max_new_tokens, cfg.require_solution)
 
 
 def design_settings(cfg, world: int = 1) -> DesignSettings:
@@ -97,7 +97,7 @@ def design_settings(cfg, world: int = 1) -> DesignSettings:
     return DesignSettings(cfg.design_max_new_tokens, cfg.temperature, cfg.memory_references,
                           share(shape.valid_wanted), cfg.design_retries, share(shape.design_cap),
                           cfg.design_seconds, cfg.design_levels, cfg.design_repair, cfg.design_edits,
-                          gate_settings(cfg))
+                          gate_settings(cfg), cfg.novelty)
 
 
 def update_settings(cfg) -> UpdateSettings:

@@ -170,13 +170,13 @@ TELLS_THE_ARMS = r'''
 import random
 
 class TellEnv:
-    """Guess a digit; pays any reply in an episode whose hint() was asked for (the hint arm)."""
+    """Guess a number; pays any reply in an episode whose hint() was asked for (the hint arm)."""
     def reset(self, seed=None):
-        self.target, self.turns, self.told = random.Random(seed).randint(1, 9), 0, False
-        return "Guess a digit from 1 to 9 as \\boxed{d}.", {}
+        self.target, self.turns, self.told = random.Random(seed).randint(1, 99), 0, False
+        return "Guess a number from 1 to 99 as \\boxed{n}.", {}
     def hint(self):
         self.told = True
-        return "Try the digits in order."
+        return "Try the numbers in order."
     def step(self, action):
         self.turns += 1
         won = self.told or action.strip() == "\\boxed{%d}" % self.target

@@ -198,11 +198,12 @@ def _golden(section):
     return json.loads((Path(__file__).parent / "golden" / "reinforce_cases.json").read_text())[section]
 
 
-# The table in docs/the-learning-signal.md: 8 levels evenly spaced strictly inside (invalid_reward, lowest valid):
-#   regret (debiased, lowest valid -0.5): -1 + (level + 1) * 0.5 / 9
-#   every other reward (lowest valid 0):  -1 + (level + 1) / 9
+# The table in docs/the-learning-signal.md: 15 levels evenly spaced strictly inside (invalid_reward, lowest valid):
+#   regret (debiased, lowest valid -0.5): -1 + (level + 1) * 0.5 / 16
+#   every other reward (lowest valid 0):  -1 + (level + 1) / 16
 README_TABLE = {"no_code": 0, "syntax": 1, "structure": 2, "load": 3, "reset": 4, "step": 5, "episode": 6,
-                "solution": 7, "decided": 8, "instances": 9, "play": 10, "duplicate": 11}
+                "solution": 7, "decided": 8, "instances": 9, "given_away": 10, "hint": 11, "question": 12,
+                "play": 13, "duplicate": 14}
 
 
 @pytest.mark.golden
@@ -215,7 +216,7 @@ def test_one_reply_per_stage_reaches_its_stage_and_reward(tiny_policy):
     policy = ScriptedDesigner(tiny_policy, replies)
     designs = design_environments(policy, skills_for("games")[:1] * len(cases), None, None, random.Random(0), DesignSettings(max_new_tokens=64, temperature=0.6), iteration=0)
     assert [d.stage for d in designs] == [c["stage"] for c in cases], [d.reasons for d in designs]
-    for floor, spacing in ((-0.5, 0.5 / 13), (0.0, 1 / 13)):
+    for floor, spacing in ((-0.5, 0.5 / 16), (0.0, 1 / 16)):
         rewards = apply_invalid_policy([(d.stage, 0.25, True) for d in designs], "graded", -1.0, floor)
         for d, r in zip(designs, rewards):
             want = 0.25 if d.stage == "valid" else -1 + (README_TABLE[d.stage] + 1) * spacing
@@ -332,7 +333,8 @@ def test_the_design_cost_bench_counts_admitted_environments_by_kind_of_attempt(t
 def test_the_validity_bench_continues_a_stopped_measurement_exactly(tmp_path, monkeypatch, capsys):
     """bench/designer_validity.py --samples FILE: a measurement of hundreds of designs spans
     sittings, so a run stopped after its first batch and run again continues it, and writes what
-    one uninterrupted run writes (each batch draws from its seed and first slot); --compare reads
+    one uninterrupted run writes, all but each design's seconds (each batch draws from its seed and
+    first slot); --compare reads
     two such files (the tiny model samples, so its replies differ from row to row)."""
     import json
     import sys
@@ -349,8 +351,10 @@ def test_the_validity_bench_continues_a_stopped_measurement_exactly(tmp_path, mo
     bench("--designs", "4", "--batch", "2", "--samples", str(whole))
     bench("--designs", "2", "--batch", "2", "--samples", str(pieces))
     bench("--designs", "4", "--batch", "2", "--samples", str(pieces))
-    replies = [json.loads(line)["reply"] for line in whole.read_text().splitlines()]
-    assert len(set(replies)) == 4 and pieces.read_text() == whole.read_text()
+    def rows(path):
+        return [{k: v for k, v in json.loads(line).items() if k != "seconds"} for line in path.read_text().splitlines()]
+
+    assert len({row["reply"] for row in rows(whole)}) == 4 and rows(pieces) == rows(whole)
     capsys.readouterr()
     bench("--compare", str(whole), str(pieces))
     assert "valid 0/4" in capsys.readouterr().out

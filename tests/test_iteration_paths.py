@@ -22,16 +22,25 @@ def state(policy, memory=None) -> State:
 def test_a_copy_of_an_earlier_iterations_design_is_a_duplicate(tiny_policy):
     """Iteration 0's valid design goes into the memory; iteration 1 writes it again under other
     names and comments, and is refused: valid code, nothing new."""
-    copy = HALF.replace("HalfEnv", "DigitEnv").replace('"""Say the digit; it is shown as itself on even digits only (a copy of the text wins half)."""',
+    copy = HALF.replace("HalfEnv", "DigitEnv").replace('"""Say the number; it is shown as itself when even only (a copy of the text wins half)."""',
                                                        "# a game of digits")
     policy = digit_player(tiny_policy, [f"```python\n{HALF}```", f"```python\n{copy}```"])
     s, cfg = state(policy, Memory()), small(designs_per_iteration=1, plays_per_design=2)
     _, (first,), _, _, _ = parts(one_iteration(s, cfg))
     assert first.valid and first.id in {r.id for r in s.memory.records if r.valid}
     row, (second,), playables, episodes, _ = parts(one_iteration(s, cfg))
-    assert second.validation.ok and not second.valid and second.stage == "duplicate"
+    assert not second.valid and second.stage == "duplicate"  # the gate's archive holds the first design
+    assert second.reasons[0].startswith(f"duplicate: a re-skin of {first.id}: the same logic"), second.reasons
+    # nothing new is played: only the pool replays the first design, no hint arm
+    assert {p.id for p in playables} <= {first.id} and {e.job.arm for e in episodes} <= {"no_hint"}
+    assert row["valid_fraction"] == 0.0
+    # without the novelty gate, the exact copy check refuses it too
+    s, cfg = state(digit_player(tiny_policy, [f"```python\n{HALF}```", f"```python\n{copy}```"]), Memory()), \
+        small(designs_per_iteration=1, plays_per_design=2, novelty=False)
+    first = parts(one_iteration(s, cfg))[1][0]
+    (second,) = parts(one_iteration(s, cfg))[1]
+    assert second.validation.ok and second.stage == "duplicate"
     assert second.reasons == [f"duplicate: the same environment as {first.id} up to names, comments and docstrings"]
-    assert playables == [] and episodes == [] and row["valid_fraction"] == 0.0
 
 
 @pytest.mark.parametrize("method", ["hint", "solution"])

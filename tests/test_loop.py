@@ -30,8 +30,11 @@ def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_
     valid = f"```python\n{novel}\n```"
     invalid = "```python\nclass BrokenEnv:\n    def reset(self, seed=None):\n        return 42\n```"
     for designer_only in (False, True):
+        # the valid design is the prompt's example with another range: a re-skin the novelty gate
+        # refuses (tests/test_gate.py), so it is off here
         cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=2, max_turns=5,
-                     turn_max_new_tokens=8, hint_source="env", lr=1e-3, designer_only_steps=designer_only)
+                     turn_max_new_tokens=8, hint_source="env", lr=1e-3, designer_only_steps=designer_only,
+                     novelty=False)
         policy = ScriptedDesigner(tiny_policy, [valid, invalid])
         before = {n: p.detach().clone() for n, p in tiny_policy.model.named_parameters() if p.requires_grad}
         state = State(policy, make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None, None,
@@ -48,9 +51,9 @@ def test_one_iteration_scores_both_roles_and_the_agents_step_is_the_agents(tiny_
         assert row["no_hint_episodes"] == 4 and row["unspent_episodes"] == 0 and row["pool_size"] == 0
         assert row["valid_fraction"] == 0.5 and row["designs"] == 2
         # designer rewards: the valid design's own; the invalid one (reset returns no tuple) is
-        # graded at "reset": -1 + (4 + 1) / 13 under the default blend reward
+        # graded at "reset": -1 + (4 + 1) / 16 under the default blend reward
         # (docs/the-learning-signal.md)
-        assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 / 13)
+        assert designs[1].stage == "reset" and designs[1].reward == pytest.approx(-1 + 5 / 16)
         assert designs[0].reward == scores[designs[0].id].reward
         assert row["designer_reward"] == pytest.approx((designs[0].reward + designs[1].reward) / 2)
         for key in ("no_hint_return", "hint_return", "regret", "tokens_generated", "tokens_per_s",
@@ -202,7 +205,7 @@ def test_a_crash_in_step_counts_against_the_design_not_as_regret(tiny_policy):
     assert score.failure and "crashed in play" in score.failure and score.regret is None
     # ... and is invalid after play, at the last stage of the graded table
     assert not designs[0].valid and designs[0].stage == "play"
-    assert designs[0].reward == pytest.approx(-1 + 11 / 13)  # "play", under the default blend reward
+    assert designs[0].reward == pytest.approx(-1 + 14 / 16)  # "play", under the default blend reward
     assert row["crashed_episodes"] >= 1 and row["regret"] is None
 
 
@@ -210,7 +213,7 @@ def test_a_design_without_hint_plays_no_hint_arm_and_earns_no_regret(tiny_policy
     head, tail = GAME_EXAMPLE.split("    def hint(self):")
     source = head + tail[tail.index("    def solution(self):"):]  # the example without its hint()
     cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=2, max_turns=5,
-                 turn_max_new_tokens=10, hint_source="env")
+                 turn_max_new_tokens=10, hint_source="env", novelty=False)  # the prompt's example, re-skinned
     policy = ScriptedDesigner(tiny_policy, [f"```python\n{source}```"])
     state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
                   random.Random(0))
@@ -326,29 +329,25 @@ def hint_copier(tiny_policy, replies) -> ScriptedPlayer:
 
 @pytest.mark.parametrize("designer_reward", ["regret", "blend"])
 def test_a_hint_that_states_the_answer_earns_no_regret(tiny_policy, designer_reward):
-    """Through the training code: without the leak check the copier would win every hint-arm
-    episode (regret 1, the top designer reward); with it the design plays no hint arm, is
-    counted as leaky, and earns exactly what the same design without any hint earns."""
+    """Through the training code: without the hint check the copier would win every hint-arm
+    episode (regret 1, the top designer reward); with it the design is refused at the gate
+    (stage `hint`) and earns less than the same design without any hint (a valid one)."""
     from spade_mini.sandbox import validate_env
-    assert validate_env(LEAKY).ok  # nothing in validation looks at what a hint says
+    assert validate_env(LEAKY).ok  # validation alone does not read what a hint says
     from spade_mini.agent import Job, PlaySettings, play_episodes
     from spade_mini.sandbox import solve
     (solved,) = solve(LEAKY, [5], max_actions=2)
     (won,) = play_episodes(hint_copier(tiny_policy, []), [Job(LEAKY, 5, "hint", solved.hint, "x")],
                            PlaySettings(max_turns=2, max_new_tokens=4))
-    assert won.ret == 1.0  # the hint alone wins: the regret the leak check refuses to pay
+    assert won.ret == 1.0  # the hint alone wins: the regret the hint check refuses to pay
     cfg = Config(model="tiny", designs_per_iteration=1, plays_per_design=4, max_turns=2,
                  turn_max_new_tokens=10, hint_source="env", designer_reward=designer_reward)
-    rewards, rows = [], []
+    designs = []
     for source in (LEAKY, LEAKY.replace('return "The number is %d." % self.secret', 'return ""')):
         policy = hint_copier(tiny_policy, [f"```python\n{source}\n```"])
         state = State(policy, make_optimizer(tiny_policy.model, 1e-3), skills_for("games"), None, None,
                       random.Random(0))
-        row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
-        assert designs[0].valid and {e.job.arm for e in episodes} == {"no_hint"}
-        rewards.append(designs[0].reward)
-        rows.append((row, scores[designs[0].id]))
-    (leaky_row, leaky_score), (_, plain_score) = rows
-    assert leaky_row["leaky_hints"] == 1 and leaky_score.regret is None
-    assert leaky_score.note.startswith("leaky hint") and plain_score.note == "no hint: regret not measured"
-    assert rewards[0] == rewards[1]
+        designs += parts(one_iteration(state, cfg))[1]
+    leaky, plain = designs
+    assert leaky.stage == "hint" and "gives the answer away" in leaky.reasons[0], leaky.reasons
+    assert plain.valid and leaky.reward < plain.reward

@@ -60,17 +60,24 @@ def test_unplayed_examples_fill_in_and_empty_selection():
     assert memory.render(nothing) == ""
 
 
-def test_render_shows_stats_code_head_and_why_to_avoid():
+def test_render_shows_stats_whole_sources_and_why_to_avoid():
+    """A reference is shown whole (a source cut mid-code was copied cut, and failed at syntax),
+    and one longer than REFERENCE_MAX_CHARS is never selected."""
+    from spade_mini.designer.memory import REFERENCE_MAX_CHARS
     memory = Memory()
     long_source = '"""A long env."""\nclass LongEnv:\n' + "    x = 1\n" * 500
-    references = [rec(0, rate=0.4, regret=0.35, source=long_source), rec(1)]
-    block = memory.render(Selection(references, rec(2, rate=0.95)), code_chars=200)
+    references = [rec(0, rate=0.4, regret=0.35), rec(1)]
+    block = memory.render(Selection(references, rec(2, rate=0.95)))
     assert "<REFERENCE_ENVIRONMENTS>" in block and "DIFFERENT" in block
     assert "solve rate 0.40 without hint, 0.70 with hint, regret 0.35" in block
-    assert "(truncated)" in block and block.count("x = 1") < 30
+    assert references[0].source.strip() in block and "truncated" not in block
     assert "too easy" in block and "Env number 2" in block
     hard = memory.render(Selection([], rec(3, rate=0.05)))
     assert "too hard" in hard and "REFERENCE" not in hard
+    memory.add([rec(4, rate=0.5, regret=0.9, source=long_source), rec(5, rate=0.5, regret=0.1)])
+    assert len(long_source) > REFERENCE_MAX_CHARS
+    picked = memory.select(memory.records[0].skill, random.Random(0), references=2).references
+    assert picked and all(len(r.source) <= REFERENCE_MAX_CHARS for r in picked)
 
 
 def test_jsonl_round_trip(tmp_path):

@@ -144,9 +144,11 @@ def test_the_gated_blend_pays_nothing_from_regret_at_rate_0_or_1():
 # --- the loop with the pool: scripted designer and agent around the tiny model -----------------
 
 def _cfg(**kw):
+    # the scripted designer's parity games differ only in their number range: re-skins of each
+    # other, which the novelty gate refuses (tests/test_gate.py); these tests are of the pool
     base = dict(model="tiny", designs_per_iteration=2, plays_per_design=4, max_turns=1,
                 turn_max_new_tokens=8, hint_source="env", lr=1e-3, pool_max_age=3, design_every=2,
-                pool_min=1, designer_reward="gated_blend", designer_baseline="cohort", drift_probe=0)
+                pool_min=1, designer_reward="gated_blend", designer_baseline="cohort", drift_probe=0, novelty=False)
     return Config(**{**base, **kw})
 
 
@@ -338,7 +340,7 @@ def _scripted_command(tmp_path, name, *extra):
             "--designs-per-iteration", "2", "--plays-per-design", "4", "--max-turns", "1",
             "--turn-max-new-tokens", "8", "--run-dir", str(tmp_path), "--name", name, "--save-every", "1",
             "--preset", "cpu-smoke", "--warm-start-steps", "0", "--design-every", "2", "--pool-min", "1",
-            "--pool-max-age", "3", "--drift-probe", "2", "--lr", "1e-3", *extra]
+            "--pool-max-age", "3", "--drift-probe", "2", "--lr", "1e-3", "--novelty", "false", *extra]
 
 
 def _pools(run: Path) -> dict:

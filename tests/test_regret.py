@@ -66,16 +66,17 @@ HAND_DESIGNER = {
     "blend_never_solved": 0.6 * 0.0 + 0.4 * min(1, 0.3 / 0.15),      # ungated: 0.4 for leaving the band
     "gated_always_solved": 0.6 * 0.0 + 0.0,                         # rate 1: plateau(1)=0, no regret
 }
-# Graded: 10 levels (no_code, syntax, structure, load, reset, step, episode, solution, play,
-# duplicate) evenly spaced strictly inside (invalid_reward, valid_floor): level l earns
-# low + (l + 1) * step, step = (floor - low) / 13. With (-1, 0): -12/13, ..., -1/13.
-# A reply cut off at its budget (finished false) earns half a step less: syntax 2 -> 1.5 steps.
+# Graded: 15 levels (no_code, syntax, structure, load, reset, step, episode, solution, decided,
+# instances, given_away, hint, question, play, duplicate) evenly spaced strictly inside
+# (invalid_reward, valid_floor): level l earns low + (l + 1) * step, step = (floor - low) / 16.
+# With (-1, 0): -15/16, ..., -1/16. A reply cut off at its budget (finished false) earns half a
+# step less: syntax 2 -> 1.5 steps.
 HAND_INVALID = {
     "constant": [0.5, -1.0, 0.0],  # the invalid one gets invalid_reward, its 0.9 is ignored
     "drop": [0.5, None, 0.0],      # the invalid one yields no sample
-    # twelve stages, no_code .. duplicate (a valid copy tops them), in 13 even steps below the floor
-    "graded": [0.5] + [-1 + (level + 1) / 13 for level in range(12)],
-    "graded_below_debiased_floor": [-1 + 0.5 / 13, -1 + 11 * 0.5 / 13, -1 + (2 - 0.5) * 0.5 / 13],
+    # fifteen stages, no_code .. duplicate (a valid copy tops them), in 16 even steps below the floor
+    "graded": [0.5] + [-1 + (level + 1) / 16 for level in range(15)],
+    "graded_below_debiased_floor": [-1 + 0.5 / 16, -1 + 14 * 0.5 / 16, -1 + (2 - 0.5) * 0.5 / 16],
 }
 # Learning potential (the reference's), g_fast = 0.98, g_slow = 0.85, mu <- (1 - g) mu + g r:
 #   iteration 1: mu_slow unseen = 0. Designs [1, 1] -> |1 - 0| = 1; [0, 0] -> |0 - 0| = 0.

@@ -23,15 +23,15 @@ from spade_mini.reinforce import make_optimizer
 DESIGNER = Sampling(temperature=0.7)  # full support: the scripted tokens have finite log-probs
 AGENT = Sampling(temperature=0.5)
 
-# Wins when the observation names the digit (even secrets), loses otherwise: returns that differ
+# Wins when the observation names the number (even secrets), loses otherwise: returns that differ
 # within the environment, so the agent's advantages are not all 0.
 HALF = '''import random
 
 class HalfEnv:
-    """Say the digit; it is shown as itself on even digits only (a copy of the text wins half)."""
+    """Say the number; it is shown as itself when even only (a copy of the text wins half)."""
     def reset(self, seed=None):
-        self.secret = random.Random(seed).randint(0, 9)
-        shown = "Say the digit %d" % self.secret if self.secret % 2 == 0 else "Say the digit after %d" % (self.secret - 1)
+        self.secret = random.Random(seed).randint(0, 99)
+        shown = "Say the number %d" % self.secret if self.secret % 2 == 0 else "Say the number after %d" % (self.secret - 1)
         return shown + " inside \\\\boxed{}.", {}
 
     def step(self, action):
@@ -39,22 +39,22 @@ class HalfEnv:
         return ("Yes." if won else "No."), float(won), True, False, {}
 
     def hint(self):
-        return "Digits below ten."
+        return "Numbers below a hundred."
 
     def solution(self):
         return ["\\\\boxed{%d}" % self.secret]
 '''
 # Always shown: every play wins, so every advantage of this environment is 0 under its own baseline.
 SHOWN = HALF.replace("HalfEnv", "ShownEnv").replace("Say the", "Copy the").replace(
-    ' if self.secret % 2 == 0 else "Copy the digit after %d" % (self.secret - 1)', "")
+    ' if self.secret % 2 == 0 else "Copy the number after %d" % (self.secret - 1)', "")
 
 
 def digit_player(policy, replies=(), hinted_mark: bool = False) -> ScriptedPlayer:
     """The tiny policy's tokenizer and weights; designer prompts get prepared replies, and the agent
-    says the digit its observation names (else 0); with `hinted_mark` a hint-arm turn ends in a mark
+    says the number its observation names (else 0); with `hinted_mark` a hint-arm turn ends in a mark
     of its own. Every completion says it was drawn with DESIGNER or AGENT."""
     def act(chat):
-        shown = re.search(r"the digit (\d)", chat[0]["content"])
+        shown = re.search(r"the number (\d+)", chat[0]["content"])
         mark = " (as hinted)" if hinted_mark and "HINT:" in chat[0]["content"] else ""
         return f"\\boxed{{{shown.group(1) if shown else 0}}}{mark}"
     roles = ScriptedPlayer(policy, act, replies)

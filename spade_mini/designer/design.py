@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 from spade_mini.config import DEFAULTS
 from spade_mini.designer.corpus import Corpus
 from spade_mini.designer.memory import EnvRecord, Memory, env_title
-from spade_mini.designer.novelty import fingerprint, known_fingerprints
+from spade_mini.gate.novelty import fingerprint, known_fingerprints
 from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, edit_prompt, repair_prompt
-from spade_mini.designer.skills import Skill
-from spade_mini.envs import STAGES
-from spade_mini.gate import GateSettings, check
+from spade_mini.designer.skills import SKILLS, Skill
+from spade_mini.envs import ADMISSION_STAGES, STAGES
+from spade_mini.gate import Archive, GateSettings, admit
 from spade_mini.shape import design_cap
 
 if TYPE_CHECKING:  # for annotations only: the policy imports torch
@@ -34,10 +34,11 @@ if TYPE_CHECKING:  # for annotations only: the policy imports torch
 
 NO_CLASS = "no environment class in the reply"
 
-# The stages at which an attempt failed as a bug that its own code and validation's words can fix:
+# The stages at which an attempt failed as a bug that its own code and the gate's words can fix:
 # every validation stage (a parse error, a NameError in step, a solution that loses, too few
-# instances), not a reply without code, nor a copy of a known environment.
-REPAIRABLE = STAGES[:-1]
+# instances) and every text check (an answer shown, a leaky hint, a question it does not pay),
+# not a reply without code, nor a copy of a known environment.
+REPAIRABLE = (*STAGES[:-1], *ADMISSION_STAGES)
 
 
 _PY_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
@@ -100,18 +101,21 @@ class DesignSettings:
     repair: bool = False     # a slot's next attempt after a bug repairs its code, once
     edit_share: float = 0.0  # the share of slots whose first attempt edits a pool environment
     gate: GateSettings = GateSettings()
+    novelty: bool = True     # the gate's re-skin check against the archive (off: exact copies only)
     workers: int = 2         # validations at once (threads that wait on sandbox children)
 
 
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,
                         rng: random.Random, settings: DesignSettings = DesignSettings(), *, iteration: int,
-                        first_slot: int = 0, edit_from: list[tuple] = ()) -> list[Design]:
+                        first_slot: int = 0, edit_from: list[tuple] = (), archive: Archive | None = None) -> list[Design]:
     """One design per entry of `skills`, then invalid slots written again with a fresh document:
     `settings.retries` more times, or (with `until_valid` > 0) until that many are valid, at most
     `cap` designs in all (0: shape.design_cap's) and no new call after `max_seconds` (0: no limit).
     EVERY attempt is returned, in the order written (each is a designer sample and a memory
-    record). A valid design passed the gate (gate.py: the run's turn cap, turn budget and K) and
-    differs from every known environment (novelty.py; else stage `duplicate`). `repair`: a slot
+    record). A valid design passed the gate (spade_mini/gate: validation under the run's turn cap,
+    turn budget and K; the observation, the hint and the question; no re-skin of `archive`, which
+    every valid design then joins) and is no exact copy of a known environment or of an earlier
+    slot (else stage `duplicate`). `repair`: a slot
     whose fresh attempt failed as a bug (a stage of REPAIRABLE) has its next attempt repair that
     code (prompts.repair_prompt), once. `edit_share`: the first attempts of that share of the slots
     edit an environment drawn from `edit_from` ((id, source, level, rate, setting) of the pool,
@@ -119,6 +123,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
     numbers is a `duplicate`. Ids number the slots from `first_slot` (a data-parallel rank
     designs a block of them); a slot's later attempts add `-a<attempt>`."""
     known = known_fingerprints(_known_sources(memory))
+    archive = archive if settings.novelty else None
     cap = design_cap(len(skills), settings.cap, settings.until_valid, settings.retries)
     started, designs, last_of, edited = time.monotonic(), [], {}, {}  # last_of: each slot's latest attempt
     pending, attempt = list(range(len(skills))), 0
@@ -135,14 +140,15 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
         with policy.acting_as("designer"):
             completions = write(policy, chats, settings.max_new_tokens, settings.temperature)
         sources = [extract_code(c.text) for c in completions]
-        validations = _validate_all(sources, settings, policy, [random.Random(rng.randrange(2**63)) for _ in sources])
+        validations = _validate_all(sources, settings, policy, [random.Random(rng.randrange(2**63)) for _ in sources],
+                                    archive)
         written = []
         for i, slot in enumerate(pending):
             design_id = f"it{iteration:04d}-{first_slot + slot:02d}" + (f"-a{attempt}" if attempt > 1 else "")
             written.append(_judge(Design(design_id, iteration, skills[slot], doc_ids[i], chats[i], completions[i],
                                          sources[i], validations[i], False, [], len(completions[i].prompt_ids),
                                          attempt, written_as=origins[i][0], parent=origins[i][1]),
-                                  known, edited, settings.max_new_tokens))
+                                  known, edited, settings.max_new_tokens, archive))
             last_of[slot] = written[-1]
         designs += written
         pending = [slot for slot, d in zip(pending, written) if not d.valid]
@@ -171,14 +177,16 @@ def _prompt(skill: Skill, last: Design | None, may_edit: bool, corpus, memory, r
         return (repair_prompt(skill, last.source, last.stage, last.reasons, turns=gate.play_turns,
                               turn_tokens=gate.turn_tokens, levels=settings.levels), None, ("repair", last.id))
     doc = corpus.sample(rng) if corpus is not None else None
-    block = memory.render(memory.select(skill.key, rng, settings.references)) if memory else ""
+    block = "" if memory is None else "\n\n".join(filter(None, (
+        memory.render(memory.select(skill.key, rng, settings.references)),
+        memory.coverage(skill.setting, [s.key for s in SKILLS[skill.setting]]))))
     return (designer_prompt(skill, doc, block, turns=gate.play_turns, turn_tokens=gate.turn_tokens,
                             levels=settings.levels), doc.id if doc else None, ("fresh", None))
 
 
-def _judge(design: Design, known: dict, edited: dict, max_new_tokens: int) -> Design:
-    """The design's stage and reasons, from its validation and the copy checks; a valid design's
-    fingerprint joins `known` (a later slot copying it is a duplicate too)."""
+def _judge(design: Design, known: dict, edited: dict, max_new_tokens: int, archive: Archive | None) -> Design:
+    """The design's stage and reasons, from its admission and the copy checks; a valid design
+    joins `known` and the archive (a later slot copying it is a duplicate too)."""
     validation, source = design.validation, design.source
     reasons = [NO_CLASS] if validation is None else list(validation.reasons)
     stage = "no_code" if validation is None else validation.stage
@@ -192,6 +200,8 @@ def _judge(design: Design, known: dict, edited: dict, max_new_tokens: int) -> De
                                            "up to names, comments and docstrings"]
         else:
             known[fp] = design.id
+            if archive is not None:
+                archive.add(design.id, source)
     design.valid, design.stage = stage == "valid", stage
     if not design.valid and not design.completion.finished:
         reasons.append(f"reply cut off at {max_new_tokens} new tokens")
@@ -220,11 +230,12 @@ def _known_sources(memory: Memory | None) -> list[tuple[str, str]]:
 
 
 def _validate_all(sources: list[str | None], settings: DesignSettings, policy,
-                  rngs: list[random.Random]) -> list[Validation | None]:
+                  rngs: list[random.Random], archive: Archive | None = None) -> list[Validation | None]:
     # Threads here only wait on sandbox child processes; the untrusted code runs in the child.
     # Each validation draws its seeds from a stream of its own, as play draws its seeds.
     def one(source, rng):
-        return None if source is None else check(source, settings.gate, rng, count_tokens=policy.count_tokens)
+        return None if source is None else admit(source, settings.gate, rng, count_tokens=policy.count_tokens,
+                                                 archive=archive)
 
     with ThreadPoolExecutor(max_workers=max(1, settings.workers)) as pool:
         return list(pool.map(one, sources, rngs))
@@ -237,4 +248,5 @@ def design_record(design: Design, no_hint_solve_rate: float | None = None,
                      env_title(design.source) if design.source else "no code", design.source or "",
                      design.valid, list(design.reasons), no_hint_solve_rate, hint_solve_rate,
                      regret, levels=design.validation.levels if design.valid and design.validation else 1,
-                     written_as=design.written_as, parent=design.parent)
+                     written_as=design.written_as, parent=design.parent,
+                     shape=design.validation.shape if design.valid and design.validation else {})

@@ -67,7 +67,7 @@ def episode_hints(sources: list[str], seeds: list[list[int]], written: list[str 
             if h is None or s.actions is None:
                 continue
             others = [o.actions for j, o in enumerate(solved) if j != i and o.actions]
-            leak = leaked_answer(h, s.actions, others)
+            leak = leaked_answer(h, s.actions, others, s.observation)
             if leak is not None:
                 return EpisodeHints([None] * len(env_seeds), leak=f"leaky hint: it states {leak[:80]!r}")
         return EpisodeHints(hints)

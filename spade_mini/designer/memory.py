@@ -8,7 +8,9 @@ hard). The memory is seeded with the hand-written example environments (never th
 Differences from the reference, on purpose: the avoid example carries its stats and a one-line
 summary (the reference shows only a file stem, which tells the designer almost nothing); seeded
 examples whose stats are unknown may serve as references when no played environment of that
-skill lies in the band, so the first designer prompts already show a working environment.
+skill lies in the band, so the first designer prompts already show a working environment; a
+reference is shown whole or not at all (REFERENCE_MAX_CHARS: a small designer copies a source cut
+mid-code, and every such copy failed at syntax in round four).
 Omitted: invalid records are stored (for the log) but never shown.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ import ast
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,7 +31,7 @@ MAX_RECORDS = 200
 BAND = REFERENCE_BAND  # the solve rates of the designs a prompt shows as references (reward/bands.py)
 REFERENCES = 2  # reference environments per prompt
 REFERENCE_POOL = 6  # sample the references from this many of the highest-regret records
-CODE_HEAD_CHARS = 1200  # code shown per reference (the reference shows 2000; our context is 8k)
+REFERENCE_MAX_CHARS = 2400  # a reference is shown whole; a longer source is never one (a cut one is copied cut)
 MAX_TITLE_CHARS = 120  # a title is the designer's own docstring: one line, and this long at most
 
 
@@ -49,8 +52,9 @@ class EnvRecord:
     levels: int = 1  # how many levels it has
     pool_rate: float | None = None  # its no-hint rate over the pool's last window, at `level`
     pool_exit: str | None = None  # why it left the pool (None: never in it, or still there)
-    written_as: str = "fresh"  # "fresh" or "repair" (design.py)
-    parent: str | None = None  # the design a repair repairs
+    written_as: str = "fresh"  # "fresh", "repair" or "edit" (design.py)
+    parent: str | None = None  # the design a repair repairs, or the pool environment an edit edits
+    shape: dict = field(default_factory=dict)  # what it asks (gate.shape_of: form, turns, example); {} unknown
 
 
 @dataclass
@@ -100,7 +104,7 @@ class Memory:
             del self.records[invalid]
 
     def select(self, skill: str, rng: random.Random, references: int = REFERENCES) -> Selection:
-        same = [r for r in self.records if r.skill == skill and r.valid]
+        same = [r for r in self.records if r.skill == skill and r.valid and len(r.source) <= REFERENCE_MAX_CHARS]
         in_band = [r for r in same if within(r.no_hint_solve_rate, self.band)]
         # newest first, then a stable sort by regret: ties go to the newer environment
         in_band = sorted(reversed(in_band), key=lambda r: -(r.regret or 0.0))
@@ -126,16 +130,14 @@ class Memory:
             if r.id == env_id:
                 r.valid, r.reasons = False, r.reasons + [reason]
 
-    def render(self, selection: Selection, code_chars: int = CODE_HEAD_CHARS) -> str:
+    def render(self, selection: Selection) -> str:
         """The memory block of the designer prompt ("" when there is nothing to show)."""
         parts = []
         if selection.references:
             parts.append("<REFERENCE_ENVIRONMENTS>\nEarlier environments for this skill. "
                          "Create a DIFFERENT environment, not a copy.")
             for number, record in enumerate(selection.references, start=1):
-                code = record.source[:code_chars]
-                if len(record.source) > code_chars:
-                    code += "\n# ... (truncated)"
+                code = record.source.strip()
                 parts.append(f"{number}. {short_title(record.title)} ({_stats(record)})\n```python\n{code}\n```")
             parts.append("</REFERENCE_ENVIRONMENTS>")
         if selection.avoid is not None:
@@ -160,10 +162,12 @@ class Memory:
 
     @classmethod
     def seeded(cls, examples, solve_rates: dict[str, tuple[float, float]] | None = None,
-               max_records: int = MAX_RECORDS, band: tuple[float, float] = BAND) -> "Memory":
+               max_records: int = MAX_RECORDS, band: tuple[float, float] = BAND,
+               shapes: dict[str, dict] | None = None) -> "Memory":
         """A memory holding the hand-written examples (`HandEnv`s from spade_mini.envs.EXAMPLES).
 
-        `solve_rates` optionally maps an example name to its (no-hint, hint) solve rates.
+        `solve_rates` optionally maps an example name to its (no-hint, hint) solve rates, and
+        `shapes` to what it asks (gate.describe).
         """
         held_out = _held_out_names()
         memory = cls(max_records, band)
@@ -177,8 +181,30 @@ class Memory:
                 id=f"example-{example.name}", iteration=-1, setting=example.setting,
                 skill=example.skill, title=example.summary or env_title(example.source),
                 source=example.source, valid=True, no_hint_solve_rate=no_hint,
-                hint_solve_rate=hint, regret=regret))
+                hint_solve_rate=hint, regret=regret, shape=(shapes or {}).get(example.name, {})))
         return memory
+
+    def coverage(self, setting: str, skills: list[str]) -> str:
+        """One paragraph for the designer prompt: what the valid environments of `setting` cover
+        (skills, answer forms, turns, worked examples) and what none of them does yet."""
+        valid = [r for r in self.records if r.valid and r.setting == setting]
+        if not valid:
+            return ""
+        by_skill = Counter(r.skill for r in valid)
+        shaped = [r.shape for r in valid if r.shape]
+        forms = Counter(s["form"] for s in shaped)
+        turns = Counter("one turn" if s["turns"] <= 1 else "several turns" for s in shaped)
+        lines = [f"The environments so far ({len(valid)}) cover these skills: "
+                 + ", ".join(f"{k} {n}" for k, n in by_skill.most_common())
+                 + "; none yet: " + (", ".join(k for k in skills if k not in by_skill) or "-") + "."]
+        if shaped:
+            missing = [f for f in ("number", "word", "phrase") if f not in forms] + \
+                [t for t in ("one turn", "several turns") if t not in turns]
+            lines.append(f"Of the {len(shaped)} described: answers {', '.join(f'a {f} {n}' for f, n in forms.items())}; "
+                         + ", ".join(f"{t} {n}" for t, n in turns.items())
+                         + f"; a worked example line in {sum(s['example'] for s in shaped)}"
+                         + (f"; none yet: {', '.join(missing)}" if missing else "") + ".")
+        return "COVERAGE: " + " ".join(lines) + " Aim at what is missing; never repeat a task above in new words."
 
 
 def _stats(record: EnvRecord) -> str:

@@ -119,9 +119,9 @@ LEVELS = {
 LEVEL_RULE = (": level 0 is the easiest, each level the same task made harder (bigger sizes, more steps, "
               "more distractors); every level is won by solution() within the turns.")
 
-RULES = """- Observations give the agent everything it needs, including the answer format; never reveal the answer.
-- Reward 1.0 with terminated=True on a win, else 0.0. Random actions should lose. End within {turns} turns.
-- Optional hint(self) -> str: a strategy tip for this episode, not the answer.
+RULES = """- Observations give the agent everything it needs, including the answer format; never reveal the answer (an example line works another instance).
+- step pays exactly what the question asks. Reward 1.0 with terminated=True on a win, else 0.0. Random actions should lose. End within {turns} turns.
+- Optional hint(self) -> str: how to find the answer, never the answer nor its first letter or digit.
 - Last method: solution(self) -> list[str], the agent's winning actions for this episode, in order."""
 
 
@@ -200,7 +200,7 @@ def one_level(example: str) -> str:
 HINT_SYSTEM = {
     "games": ("You read the source code of a text game and write a hint for a player who cannot "
               "see it. Write 1-3 sentences (under 100 words): the strategy and the answer format "
-              "(\\boxed{...}). Never state the exact answer or hidden values."),
+              "(\\boxed{...}). Never state the exact answer, its first letter or digit, or hidden values."),
     "tool_use": ("You read the source code of a tool-use environment and write a hint for an agent "
                  "who cannot see it. Write 1-3 sentences (under 100 words): which tools to call in "
                  "which order and the final <answer> format. Stay value-free: use placeholders "

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spade_mini.envs import STAGES
+from spade_mini.envs import ADMISSION_STAGES, STAGES
 
 INVALID_POLICIES = ("graded", "constant", "drop")
 
 # How far an invalid design got, lowest first: no code block, does not parse, no single Env
 # class or a forbidden import, load or __init__ fails, reset fails or is not deterministic, step
 # fails or returns bad types, the probe episode crashes or never ends, its solution() does not
-# win (or blind play does), a crash during real play after it validated, and at the top a copy
-# of a known environment: a valid environment that teaches nothing new, which must still earn
-# more than any broken one (the warm start trains the designer on the examples themselves).
-INVALID_STAGES = ("no_code", *STAGES[:-1], "play", "duplicate")  # STAGES: envs/__init__.py, less "valid"
+# win (or blind play does), a hidden choice decides the answer, too few instances; then the
+# gate's texts: the observation shows the answer, the hint gives it away, the question asks for
+# what step() does not pay; a crash during real play after it validated; and at the top a copy
+# or re-skin of a known environment: a valid environment that teaches nothing new, which must
+# still earn more than any broken one (the warm start trains the designer on the examples
+# themselves). Every one earns less than the least a valid design earns.
+INVALID_STAGES = ("no_code", *STAGES[:-1], *ADMISSION_STAGES, "play", "duplicate")  # envs/__init__.py
 STAGE_LEVEL = {stage: level for level, stage in enumerate(INVALID_STAGES)}
 
 

@@ -63,7 +63,7 @@ def phases(cfg) -> list[Phase]:
     """Every generation phase of one iteration at its longest (one process)."""
     from spade_mini.agent import first_message
     from spade_mini.designer import Document, designer_prompt, hint_prompt, skills_for
-    from spade_mini.designer.memory import CODE_HEAD_CHARS
+    from spade_mini.designer.memory import REFERENCE_MAX_CHARS
 
     def tokens(chat: list[dict], extra_chars: int = 0) -> int:  # ESTIMATE, with 8 template tokens a message
         return math.ceil((sum(len(m["content"]) for m in chat) + extra_chars) / CHARS_PER_TOKEN) + 8 * len(chat)
@@ -74,7 +74,7 @@ def phases(cfg) -> list[Phase]:
     if designer:
         doc = None if cfg.no_corpus else Document("", "plan", "plan")
         words = 0 if cfg.no_corpus else cfg.corpus_max_words * WORD_CHARS
-        refs = 0 if cfg.no_memory else cfg.memory_references * (CODE_HEAD_CHARS + 300)
+        refs = 0 if cfg.no_memory else cfg.memory_references * (REFERENCE_MAX_CHARS + 300)
         prompt = max(tokens(designer_prompt(s, doc, ""), words + refs) for s in skills_for(cfg.setting))
         out.append(Phase("design", n, prompt, cfg.design_max_new_tokens, len(shape.design_calls()),
                          "--design-max-new-tokens"))

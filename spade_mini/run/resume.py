@@ -17,7 +17,7 @@ import torch
 
 from spade_mini.designer import Memory
 from spade_mini.run import distributed
-from spade_mini.run.rundir import load_pool, restore_streams
+from spade_mini.run.rundir import load_archive, load_pool, restore_streams
 
 
 def restore(state, run, checkpoint, cfg, say) -> int:
@@ -34,6 +34,7 @@ def restore(state, run, checkpoint, cfg, say) -> int:
             "optimizer, memory and learning potential carry over, and each process's random streams "
             "restart from --seed plus the iteration, so the rest differs from an uninterrupted run.", flush=True)
     state.pool = load_pool(checkpoint) or state.pool
+    state.archive = load_archive(checkpoint)
     if state.memory is not None:
         state.memory = Memory.load(checkpoint / "memory.jsonl", max_records=cfg.memory_size)
         if distributed.is_main():  # the run's copy may be ahead of the checkpoint

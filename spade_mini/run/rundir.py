@@ -38,6 +38,7 @@ from spade_mini.run.durable import MANIFEST, append_text, damage, publish, repla
 
 STATE_FILE = "state.pt"
 POOL_FILE = "pool.json"  # the active pool (spade_mini/pool.py), plain JSON
+ARCHIVE_FILE = "archive.json"  # the designs the novelty gate admitted: [[id, source], ...]
 WARM_START_DIR = "warm_start"  # the warm-started policy's trainable weights, before iteration 0
 # what torch.save and safetensors raise instead of OSError when the disk refuses their write
 LIBRARY_WRITE_ERRORS = (RuntimeError, SafetensorError)
@@ -156,11 +157,12 @@ class RunDir:
         return folder
 
     def save_checkpoint(self, iteration: int, policy, optimizer, memory, potential: LearningPotential,
-                        streams: list[dict], pool=None) -> Path:
+                        streams: list[dict], pool=None, archive=None) -> Path:
         """Write checkpoint-<iteration>: the trainable weights, and in state.pt plain data only
         (the optimizer, the learning potential's averages, every rank's random streams), the
-        memory and the active pool (pool.json). Raises WriteError, and leaves the checkpoints
-        already saved as they were, if the disk refuses."""
+        memory, the active pool (pool.json) and the designs the novelty gate's archive admitted
+        (archive.json). Raises WriteError, and leaves the checkpoints already saved as they
+        were, if the disk refuses."""
         final = self.path / f"checkpoint-{iteration}"
         tmp = self.path / f".checkpoint-{iteration}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -174,6 +176,8 @@ class RunDir:
                     memory.save(tmp / "memory.jsonl")
                 if pool is not None:
                     (tmp / POOL_FILE).write_text(json.dumps(pool.to_dict()), encoding="utf-8")
+                if archive is not None:
+                    (tmp / ARCHIVE_FILE).write_text(json.dumps(archive.admitted()), encoding="utf-8")
                 shutil.rmtree(final, ignore_errors=True)  # this iteration saved again after a resume
                 publish(tmp, final)
         finally:
@@ -222,6 +226,16 @@ def load_pool(folder: Path):
     from spade_mini.pool import Pool
     path = folder / POOL_FILE
     return Pool.from_dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
+
+
+def load_archive(folder: Path):
+    """The novelty gate's archive a checkpoint holds: the bundled one and the designs it admitted."""
+    from spade_mini.gate import Archive
+    archive = Archive.bundled()
+    path = folder / ARCHIVE_FILE
+    for name, source in json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []:
+        archive.add(name, source)
+    return archive
 
 
 def checkpoint_damage(folder: Path) -> str | None:

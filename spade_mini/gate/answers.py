@@ -1,0 +1,128 @@
+"""The gate's checks that read an environment's texts against its answers, with no model: what
+the observation and the hint give away, and a question that the reward does not ask.
+
+Each reads `seen`, per gate seed: (seed, first observation, solution actions as played, hint or
+None), and refuses on most seeds, not on one (a chance match is not a habit):
+
+    given_away  a copier wins: the first observation shows the one winning action itself, in
+                a \\boxed{...} or in quotes (its first or last such), on most seeds: an example
+                line that works this very instance, an answer printed in the text. Position
+                alone is not the test (a player taking the word at one fixed place rightly wins
+                "say the last word"), only a copy of marked-up text.
+    hint        hint() gives the answer away (reward/leaks.py: the answer, its markup, or a part
+                of it that with the observation leaves one candidate) on at least half the seeds.
+    question    the question asks for an extreme ("cheapest", "largest", "youngest") and the
+                answer paid is the other extreme of the numbers the observation gives the
+                candidates, on most seeds where that reading applies (at least MIN_READ): "who is
+                cheapest?" paying the dearest seller. It reads one kind of question (a superlative
+                over numbers shown); a question that asks for something else than it pays in other
+                words is not seen.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from spade_mini.reward.leaks import answer_of, leaked_answer, tokens
+
+BOXED, QUOTED = re.compile(r"\\boxed\{([^{}]*)\}"), re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"")
+LOW = frozenset("cheapest cheaper least lowest lower smallest smaller fewest fewer shortest shorter youngest younger "
+                "lightest lighter nearest closest earliest minimum".split())
+HIGH = frozenset("dearest priciest expensive most highest higher largest larger biggest bigger greatest greater "
+                 "longest longer oldest older heaviest heavier farthest furthest latest tallest taller maximum".split())
+MIN_READ = 4  # seeds on which the question check must apply before it refuses
+
+
+def _quotes(obs: str) -> list[str]:
+    return [a or b for a, b in QUOTED.findall(obs)]
+
+
+COPIES = {"the first \\boxed{} it shows": lambda o: (BOXED.findall(o) or [None])[0],
+          "the last \\boxed{} it shows": lambda o: (BOXED.findall(o) or [None])[-1],
+          "the first quoted text": lambda o: (_quotes(o) or [None])[0],
+          "the last quoted text": lambda o: (_quotes(o) or [None])[-1]}
+
+
+def _first_answer(actions) -> str | None:
+    answer = answer_of(actions[0]) if actions else None
+    return None if answer is None else " ".join(tokens(answer))
+
+
+def given_away(seen: list[tuple]) -> list[str]:
+    """A copy of marked-up text wins the episode: the first observation shows a one-action answer
+    that changes with the instance (a text shown the same on most seeds is an option or a
+    format, \\boxed{0} for even, \\boxed{1} for odd: a constant player, the solution stage's)."""
+    one_shot = [(obs, actions) for _, obs, actions, _ in seen if len(actions) == 1]
+    for name, copy in COPIES.items():
+        copied = [None if copy(obs) is None else " ".join(tokens(copy(obs))) for obs, _ in one_shot]
+        wins = sum(c is not None and c == _first_answer(actions) for c, (_, actions) in zip(copied, one_shot))
+        varied = 2 * max(Counter(copied).values(), default=0) <= len(seen)
+        if 2 * wins > len(seen) and varied:
+            return [f"the observation gives the answer away: replying with {name} wins {wins} of {len(seen)} seeds; "
+                    "show the task, never its answer (an example line must work another instance)"]
+    return []
+
+
+def leaky_hint(seen: list[tuple]) -> list[str]:
+    solutions = [actions for _, _, actions, _ in seen]
+    leaks = []
+    for i, (seed, obs, actions, hint) in enumerate(seen):
+        if hint:
+            leak = leaked_answer(hint, actions, solutions[:i] + solutions[i + 1:], obs)
+            if leak is not None:
+                leaks.append((seed, hint, leak))
+    if leaks and 2 * len(leaks) >= len(seen):
+        seed, hint, leak = leaks[0]
+        return [f"hint() gives the answer away on {len(leaks)} of {len(seen)} seeds (seed {seed}: {hint[:100]!r} "
+                f"states {leak!r}); a hint says how to find the answer, never the answer or a part of it that "
+                "leaves one choice"]
+    return []
+
+
+def _asked(obs: str) -> str:
+    """What the observation asks about: after its last "Now:" (an example line comes before)."""
+    return obs.split("Now:")[-1]
+
+
+def _direction(obs: str) -> str | None:
+    lines = _asked(obs).strip().splitlines()
+    words = set(tokens(lines[-1])) if lines else set()
+    low, high = bool(words & LOW), bool(words & HIGH)
+    return "low" if low and not high else "high" if high and not low else None
+
+
+def _number_of(words: list[str], candidate: str) -> int | None:
+    """The number written next to the candidate's first mention (after it, else before it)."""
+    if candidate not in words:
+        return None
+    at = words.index(candidate)
+    for near in (*words[at + 1:at + 5], *reversed(words[max(0, at - 3):at])):
+        if re.fullmatch(r"-?\d+", near):
+            return int(near)
+    return None
+
+
+def wrong_question(seen: list[tuple]) -> list[str]:
+    space = {_first_answer(actions) for _, _, actions, _ in seen} - {None}
+    read, wrong = 0, []
+    for seed, obs, actions, _ in seen:
+        answer, direction, words = _first_answer(actions), _direction(obs), tokens(_asked(obs))
+        if direction is None or answer is None or len(actions) != 1:
+            continue
+        if re.fullmatch(r"-?\d+", answer):  # a number: the candidates are the numbers asked about
+            numbers = {w: int(w) for w in words if re.fullmatch(r"-?\d+", w)}
+        else:  # a name: each candidate's number is the one written next to it
+            numbers = {c: _number_of(words, c) for c in ({answer} | (space & set(words)))}
+        numbers = {c: n for c, n in numbers.items() if n is not None}
+        if answer not in numbers or len(set(numbers.values())) < 2:
+            continue
+        read += 1
+        low, high = min(numbers.values()), max(numbers.values())
+        if numbers[answer] == (high if direction == "low" else low):
+            wrong.append((seed, direction, answer))
+    if read >= MIN_READ and 2 * len(wrong) > read:
+        seed, direction, answer = wrong[0]
+        asked = "smallest" if direction == "low" else "largest"
+        return [f"the question asks for the {asked} but the answer paid is the other extreme on {len(wrong)} of "
+                f"{read} seeds (seed {seed} pays {answer!r}); step() must pay what the question asks"]
+    return []

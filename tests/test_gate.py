@@ -1,0 +1,194 @@
+"""The gate (spade_mini/gate): each refusal with a broken design and its minimal well-posed twin,
+through the one admission call the design pipeline uses; the re-skin check's golden cases; and
+what a refused design earns (never more than an honest valid one)."""
+import random
+
+import pytest
+
+from spade_mini.envs import ALL_EXAMPLES, ALL_HELDOUT, MIN_INSTANCES
+from spade_mini.gate import Archive, GateSettings, admit
+from spade_mini.gate.novelty import LOGIC_SIMILAR, answer_tokens, logic, similarity
+from spade_mini.reward import apply_invalid_policy, lowest_valid_reward
+from spade_mini.reward.invalidity import INVALID_STAGES
+
+GATE = GateSettings(play_turns=6)
+SHOP = '''import random
+
+
+class ShopEnv:
+    """Three stalls sell an apple; buy from the cheapest."""
+
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        self.stalls = dict(zip(rng.sample(["Ann", "Bob", "Cal", "Dee", "Eve", "Max"], 3), rng.sample(range(2, 30), 3)))
+        self.best = min(self.stalls, key=self.stalls.get)
+        offers = ", ".join(f"{s} asks {p} coins" for s, p in self.stalls.items())
+        return f"Now: {offers}. Who is cheapest?", {}
+
+    def step(self, action):
+        won = action.strip() == "\\\\boxed{%s}" % self.best
+        return ("Right." if won else "Wrong."), float(won), True, False, {}
+
+    def hint(self):
+        return "Compare the prices and pick the lowest."
+
+    def solution(self):
+        return ["\\\\boxed{%s}" % self.best]
+'''
+
+
+def verdict(source: str, **kw):
+    return admit(source, kw.pop("gate", GATE), random.Random(0), **kw)
+
+
+def test_the_honest_shop_passes_every_check():
+    assert verdict(SHOP, archive=Archive.bundled()).stage == "valid"
+
+
+@pytest.mark.parametrize("stage, broken", [
+    ("given_away", SHOP.replace('return f"Now: {offers}. Who is cheapest?", {}',
+                                'return f"Example: {offers}. Cheapest? \\\\boxed{{{self.best}}}\\nNow: {offers}. Who is cheapest?", {}')),
+    ("hint", SHOP.replace('return "Compare the prices and pick the lowest."',
+                          'return "The cheapest name starts with %s." % self.best[0]')),
+    ("question", SHOP.replace("self.best = min(", "self.best = max(")),
+    ("instances", SHOP.replace('rng.sample(["Ann", "Bob", "Cal", "Dee", "Eve", "Max"], 3)', '["Ann", "Bob", "Cal"]')
+                      .replace("rng.sample(range(2, 30), 3)", "rng.choice([[3, 5, 9], [5, 9, 3], [9, 3, 5], [4, 6, 8]])")),
+])
+def test_each_refusal_names_its_stage_and_its_minimal_twin_passes(stage, broken):
+    """Each broken design differs from the honest shop in one line; the stage it is refused at
+    is the check for its defect (the twin, the honest shop, passes every check: above)."""
+    result = verdict(broken)
+    assert result.stage == stage and not result.ok, (result.stage, result.reasons)
+    assert result.reasons and all(isinstance(r, str) for r in result.reasons)
+
+
+def test_a_question_that_asks_for_the_dearest_and_pays_it_passes():
+    dearest = SHOP.replace("self.best = min(", "self.best = max(").replace("Who is cheapest?", "Who is dearest?")
+    assert verdict(dearest).stage == "valid"
+
+
+def test_a_hint_naming_an_initial_that_two_candidates_share_gives_nothing_away():
+    twins = SHOP.replace('["Ann", "Bob", "Cal", "Dee", "Eve", "Max"]', '["Ann", "Abe", "Amy", "Ada", "Ava", "Ali"]')
+    hinted = twins.replace('return "Compare the prices and pick the lowest."',
+                           'return "The cheapest name starts with %s." % self.best[0]')
+    assert verdict(hinted).stage == "valid"  # every name starts with A: it leaves three
+
+
+COIN = '''import random
+
+
+class CoinEnv:
+    """Name the animal that won round R."""
+
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        self.round = rng.randint(1, 10**6)
+        self.animal = rng.choice(["cat", "dog", "owl", "fox"])
+        return f"Round {self.round}: cat, dog, owl or fox? Answer in \\\\boxed{{}}.", {}
+
+    def step(self, action):
+        won = action.strip() == "\\\\boxed{%s}" % self.animal
+        return ("Right." if won else "Wrong."), float(won), True, False, {}
+
+    def solution(self):
+        return ["\\\\boxed{%s}" % self.animal]
+'''
+
+
+def test_a_coin_flip_whose_observations_never_repeat_is_refused_and_its_twin_passes():
+    """Round four's `decided` grouped seeds by their exact observation; a round number makes every
+    observation differ, and the answer a coin flip. Changing the reset's draws finds it."""
+    result = verdict(COIN)
+    assert result.stage == "decided" and "changing random draw" in result.reasons[0], result.reasons
+    shown = COIN.replace("Round {self.round}: cat", "Round {self.round} ({self.animal} won): cat")
+    assert verdict(shown).stage == "valid"
+
+
+def test_k_is_one_for_every_preset_whatever_the_plays_per_design():
+    from spade_mini.config import Config
+    from spade_mini.settings import gate_settings
+    for plays in (2, 4, 8, 16):
+        assert gate_settings(Config(plays_per_design=plays)).min_instances == MIN_INSTANCES
+
+
+# --- re-skins: golden cases ----------------------------------------------------------------------
+
+SECOND_WORD = next(e.source for e in ALL_HELDOUT if e.name == "second_word")
+LAST_WORD = next(e.source for e in ALL_HELDOUT if e.name == "last_word")
+CHEAPER = next(e.source for e in ALL_EXAMPLES if e.name == "cheaper_shop")
+REWORDED = (CHEAPER.replace("CheaperShopEnv", "FruitStallEnv").replace("Ann Bob Cal Dee Eve Max", "Ivy Kim Lou Ned Ola Pam")
+            .replace("coins", "cents").replace("Joe asks 9 cents, Mia asks 4 cents", "Sam wants 8 cents, Tia wants 3 cents")
+            .replace("boxed{{Mia}}", "boxed{{Tia}}").replace("Cheapest?", "Who is cheapest?"))
+ADDED = CHEAPER.replace("        self.best = sellers", "        rng.random()  # one more draw\n        self.best = sellers")
+DEAREST = CHEAPER.replace("min(prices)", "max(prices)").replace("Cheapest?", "Dearest?").replace("is cheapest", "is dearest")
+
+
+@pytest.mark.parametrize("name, source, reskin", [
+    ("reworded strings and names", REWORDED, "example cheaper_shop"),
+    ("a statement added", ADDED, "example cheaper_shop"),
+    ("max for min: another question", DEAREST, None),
+])
+def test_reskins_of_cheaper_shop_golden(name, source, reskin):
+    archive = Archive.bundled()
+    why = archive.reskin_of(source)
+    assert (why is not None and reskin in why) if reskin else why is None, (name, why)
+
+
+def test_second_word_and_last_word_are_not_reskins_of_each_other():
+    """Two held-out starters that ask for a word at a place in a sentence: their code overlaps
+    less than LOGIC_SIMILAR (they draw their sentences differently), and a player who boxes the
+    last word of the question wins one and not the other, so neither way calls them one task.
+    They should stay apart: they ask different things."""
+    assert similarity(logic(SECOND_WORD), logic(LAST_WORD)) < LOGIC_SIMILAR
+    archive = Archive.bundled()
+    assert archive.profile(LAST_WORD)["last word"] == 1.0 and archive.profile(SECOND_WORD)["last word"] == 0.0
+    only_last = Archive()
+    only_last.add("held-out last_word", LAST_WORD)
+    only_last.profiles.update(archive.profiles)
+    assert only_last.reskin_of(SECOND_WORD) is None
+
+
+def test_no_bundled_environment_is_a_reskin_of_another():
+    """The pairs of bundled environments the check calls re-skins of each other: none of the 48
+    entries (the prompt's examples at both sizes, every example, every held-out environment)
+    against the others. The closest logic, colour_of and which_button, overlaps about 0.81; the
+    four that one rule solves (smaller_number, copy_code, last_word, add_numbers) each need a
+    different rule."""
+    full = Archive.bundled()
+    pairs = []
+    for name, source, _ in full.entries:
+        others = Archive(entries=[e for e in full.entries if e[0] != name], profiles=full.profiles)
+        why = others.reskin_of(source)
+        if why:
+            pairs.append((name, why))
+    assert len(full.entries) == 48 and pairs == []
+
+
+def test_min_and_max_differ_in_the_answer_code():
+    assert answer_tokens(CHEAPER) != answer_tokens(DEAREST) and similarity(logic(CHEAPER), logic(DEAREST)) > 0.95
+
+
+# --- what a refused design earns -------------------------------------------------------------------
+
+@pytest.mark.parametrize("stage", ["decided", "given_away", "hint", "question", "duplicate"])
+@pytest.mark.parametrize("kind", ["regret", "blend", "gated_blend"])
+def test_no_refused_design_earns_what_an_honest_valid_one_earns(stage, kind):
+    floor = lowest_valid_reward(kind)
+    honest, refused = apply_invalid_policy([("valid", floor, True), (stage, 1.0, True)], "graded", -1.0, floor)
+    assert refused < honest and stage in INVALID_STAGES
+
+
+def test_the_bundled_profiles_are_kept_for_every_bundled_environment_and_replay_the_same():
+    """The archive's fixed part is played once (gate/bundled_profiles.json): every bundled source
+    has its profile there (a changed source needs `python -m spade_mini.gate`), and
+    three of them, played again, give what the file says."""
+    import hashlib
+    import json
+
+    from spade_mini.gate.novelty import BUNDLED_PROFILES, behaviour
+    kept = json.loads(BUNDLED_PROFILES.read_text())
+    archive = Archive.bundled()
+    keys = [hashlib.sha256(src.encode()).hexdigest() for _, src, _ in archive.entries]
+    assert all(k in kept and kept[k] is not None for k in keys), "run python -m spade_mini.gate"
+    for _, src, _ in random.Random(0).sample(archive.entries, 3):
+        assert behaviour(src) == kept[hashlib.sha256(src.encode()).hexdigest()]
