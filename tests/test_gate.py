@@ -121,17 +121,99 @@ REWORDED = (CHEAPER.replace("CheaperShopEnv", "FruitStallEnv").replace("Ann Bob 
             .replace("boxed{{Mia}}", "boxed{{Tia}}").replace("Cheapest?", "Who is cheapest?"))
 ADDED = CHEAPER.replace("        self.best = sellers", "        rng.random()  # one more draw\n        self.best = sellers")
 DEAREST = CHEAPER.replace("min(prices)", "max(prices)").replace("Cheapest?", "Dearest?").replace("is cheapest", "is dearest")
+NEXT = next(e.source for e in ALL_EXAMPLES if e.name == "next_colour")
+DIGITS = NEXT.replace('"red green yellow black white pink".split()', 'list("123456")').replace("colour", "digit")
+MORE_FEEDBACK = CHEAPER.replace("float(won), True", "float(won) * abs(1), True").replace(
+    "def hint(self):\n        return", "def hint(self):\n        return 'Look at every price. ' +")
 
 
 @pytest.mark.parametrize("name, source, reskin", [
     ("reworded strings and names", REWORDED, "example cheaper_shop"),
     ("a statement added", ADDED, "example cheaper_shop"),
     ("max for min: another question", DEAREST, None),
+    ("its own hint and a feedback builtin more", MORE_FEEDBACK, "example cheaper_shop"),
+    ("next_colour with digits (the number players have nothing to read in the colours)", DIGITS, "example next_colour"),
 ])
 def test_reskins_of_cheaper_shop_golden(name, source, reskin):
     archive = Archive.bundled()
     why = archive.reskin_of(source)
     assert (why is not None and reskin in why) if reskin else why is None, (name, why)
+
+
+PLACES = '''import random
+
+
+class PlaceEnv:
+    """Three numbers: name the smallest."""
+
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        self.numbers = rng.sample(range(10, 99), 3)
+        self.answer = sorted(self.numbers)[0]
+        return "Now: %s. Which number is the smallest?" % ", ".join(map(str, self.numbers)), {}
+
+    def step(self, action):
+        won = action.strip() == "\\\\boxed{%d}" % self.answer
+        return ("Right." if won else "Wrong."), float(won), True, False, {}
+
+    def hint(self):
+        return "Compare them two at a time."
+
+    def solution(self):
+        return ["\\\\boxed{%d}" % self.answer]
+'''
+SECOND_SMALLEST = PLACES.replace("sorted(self.numbers)[0]", "sorted(self.numbers)[1]").replace("the smallest", "the middle one")
+SUM_LOOP = '''import random
+
+
+class TallyEnv:
+    """A shopkeeper tallies two bills."""
+
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        self.bills = {}
+        for who in ("tea", "bread"):
+            self.bills[who] = rng.randint(10, 49)
+        self.total = 0
+        for value in self.bills.values():
+            self.total += value
+        return "Now: tea costs %d and bread costs %d. What do they cost together?" % tuple(self.bills.values()), {}
+
+    def step(self, action):
+        if action.strip() != "\\\\boxed{%d}" % self.total:
+            return "No.", 0.0, True, False, {}
+        return "Yes.", 1.0, True, False, {}
+
+    def hint(self):
+        return "Add the tens first."
+
+    def solution(self):
+        return ["\\\\boxed{%d}" % self.total]
+'''
+LONG_HINT = CHEAPER.replace("    def hint(self):\n        return ", """    def hint(self):
+        parts = []
+        for index, word in enumerate(["look", "at", "each", "price"]):
+            if index % 2 == 0 and len(word) > 1:
+                parts.append(word.upper())
+            else:
+                parts.append(word.lower())
+        if not parts:
+            raise ValueError("no words")
+        return " ".join(parts) + ". " + """, 1)
+
+
+@pytest.mark.parametrize("name, archived, source, reskin", [
+    ("the same code asking for the second smallest: only the players tell them apart", PLACES,
+     SECOND_SMALLEST, False),
+    ("the same code renamed", PLACES, PLACES.replace("PlaceEnv", "PickEnv").replace("numbers", "values"), True),
+    ("a sum from another skeleton: the same task", next(e.source for e in ALL_HELDOUT if e.name == "add_numbers"),
+     SUM_LOOP, True),
+    ("a copy with a hint of its own (the hint is not the task)", CHEAPER, LONG_HINT, True),
+])
+def test_reskins_golden_against_one_entry(name, archived, source, reskin):
+    archive = Archive()
+    archive.add("the entry", archived)
+    assert (archive.reskin_of(source) is not None) == reskin, name
 
 
 def test_second_word_and_last_word_are_not_reskins_of_each_other():

@@ -19,7 +19,7 @@ from spade_mini.designer.design import (NO_CLASS, Design, DesignSettings, design
                                        extract_code)
 from spade_mini.designer.hints import EpisodeHints, episode_hints, generate_hints
 from spade_mini.designer.memory import EnvRecord, Memory, env_title
-from spade_mini.gate.novelty import fingerprint
+from spade_mini.gate.exact import fingerprint
 from spade_mini.designer.prompts import designer_prompt, hint_prompt
 from spade_mini.designer.skills import SKILLS, Skill, SkillError, skill_schedule, skills_for
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from spade_mini.config import DEFAULTS
 from spade_mini.designer.corpus import Corpus
 from spade_mini.designer.memory import EnvRecord, Memory, env_title
-from spade_mini.gate.novelty import fingerprint, known_fingerprints
+from spade_mini.gate.exact import fingerprint, known_fingerprints
 from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, edit_prompt, repair_prompt
 from spade_mini.designer.skills import SKILLS, Skill
 from spade_mini.envs import ADMISSION_STAGES, STAGES

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from spade_mini.envs import MAX_TURNS, MIN_INSTANCES
 from spade_mini.envs.actions import as_played, as_written
 from spade_mini.gate.answers import given_away, leaky_hint, wrong_question
-from spade_mini.gate.novelty import Archive, fingerprint
+from spade_mini.gate.exact import fingerprint
+from spade_mini.gate.novelty import Archive
 from spade_mini.reward.leaks import answer_of, tokens
 from spade_mini.sandbox import SandboxError, SandboxLimits, Validation, solve, validate_env
 from spade_mini.sandbox.env import SEED_BOUND

@@ -7,27 +7,27 @@ the bundled examples, the held-out environments (a rewrite of one would train on
 measures) and every design admitted so far (`Archive`). A design re-skins an entry when
 
     the logic is the same and so is the behaviour:
-        logic      the syntax tree as a bag of features, each node's kind with its children's
-                   kinds, names and literals stripped but builtins, the methods of str, list,
-                   dict and random, the contract's methods and every operator kept; the bags
-                   overlap by LOGIC_SIMILAR or more (weighted Jaccard: a reworded copy overlaps
-                   fully, one with a statement added almost fully), AND the answer and reward
-                   code (solution() and step()) uses the same builtins, methods and operators
-                   (so `min` and `max`, `<` and `>`, `words[1]` and `words[-1]` differ);
+        logic      the syntax tree without hint() as a bag of features, each node's kind with
+                   its children's kinds, names and literals stripped but builtins, the methods
+                   of str, list, dict and random, the contract's methods and every operator
+                   kept; the bags overlap by LOGIC_SIMILAR or more (weighted Jaccard: a reworded
+                   copy overlaps fully, one with a statement added almost fully), AND the
+                   builtins, methods and operators of one's answer and reward code (solution()
+                   and step()) contain the other's (so `min` and `max`, `<` and `>`, `words[1]`
+                   and `words[-1]` differ, and a copy that adds a line of feedback does not);
         behaviour  what fixed players, each answering the first observation's question by a
                    rule (its first, last, largest or smallest number, their sum, its first or
                    last word), win on the same fixed seeds: no rate differs by more than
-                   BEHAVIOUR_CLOSE. A pick-one-of-three game scores about a third for every
-                   blind player, so behaviour alone cannot decide;
+                   BEHAVIOUR_CLOSE among the players that find something to answer in both
+                   (numbers in a game of numbers). A pick-one-of-three game scores about a
+                   third for every blind player, so behaviour alone cannot decide;
     or the task is the same whatever the code: one rule wins SOLVED_BY of the seeds of both with
         VARIED answers, and the behaviour is the same (a sum from another skeleton is add_numbers).
 
-`fingerprint(source)` is the exact check it refines (a hash of the tree with identifiers renamed
-and docstrings removed; constants kept): export.py keeps one environment per fingerprint, and an
-EDIT of a pool environment must change more than its names and numbers
-(`fingerprint(source, numbers=False)`). Sources are untrusted: parsed with the sandbox's bounded
-`parse_source`, played only in sandbox children. Omitted: a proof of equivalence (two programs that
-compute one function differently look alike to the players only when a simple rule solves them).
+It refines the exact copy check (exact.py). Sources are untrusted: parsed with the sandbox's
+bounded `parse_source`, played only in sandbox children. Omitted: a proof of equivalence (two
+programs that compute one function differently look alike to the players only when a simple rule
+solves them).
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spade_mini.gate.exact import drop_docstring
 from spade_mini.sandbox import SandboxError, SourceError, parse_source
 from spade_mini.sandbox.episodes import Fresh, play
 
@@ -58,62 +59,6 @@ KEPT_ATTRIBUTES = frozenset(n for t in (str, list, dict, set, random.Random) for
     frozenset(n for n in dir(random) if not n.startswith("_"))
 CONTRACT = frozenset({"reset", "step", "hint", "solution", "__init__", "levels"})
 NUMBER, WORD = re.compile(r"-?\d+"), re.compile(r"[A-Za-z]+")
-
-
-# --- the exact check -------------------------------------------------------------------------------
-
-class _Canonical(ast.NodeTransformer):
-    """Rename identifiers to their order of first appearance; drop docstrings; with `numbers`
-    False, every number becomes 0."""
-
-    def __init__(self, numbers: bool = True):
-        self.names: dict[str, str] = {}
-        self.numbers = numbers
-
-    def visit_Constant(self, node):
-        if not self.numbers and isinstance(node.value, (int, float, complex)) and not isinstance(node.value, bool):
-            return ast.copy_location(ast.Constant(0), node)
-        return node
-
-    def name(self, text: str) -> str:
-        return self.names.setdefault(text, f"v{len(self.names)}")
-
-    def generic_visit(self, node):
-        _drop_docstring(node)
-        for name in ("name", "id", "arg", "attr", "asname"):
-            value = getattr(node, name, None)
-            if isinstance(value, str):
-                setattr(node, name, self.name(value))
-        return super().generic_visit(node)
-
-
-def _drop_docstring(node) -> None:
-    body = getattr(node, "body", None)
-    if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-            and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)):
-        node.body = body[1:] or [ast.Pass()]
-
-
-def fingerprint(source: str, numbers: bool = True) -> str | None:
-    """The hash of the canonical syntax tree, or None when the source does not parse. With
-    `numbers` False, numbers are left out too."""
-    try:
-        tree = parse_source(source)  # bounded in size and depth, so the visitor below is safe
-    except SourceError:
-        return None
-    canonical = _Canonical(numbers).visit(tree)
-    return hashlib.sha256(ast.dump(canonical, annotate_fields=False).encode()).hexdigest()
-
-
-def known_fingerprints(named_sources: list[tuple[str, str]]) -> dict[str, str]:
-    """fingerprint -> the first name that has it, for (name, source) pairs."""
-    known: dict[str, str] = {}
-    for name, source in named_sources:
-        fp = fingerprint(source)
-        if fp is not None:
-            known.setdefault(fp, name)
-    return known
 
 
 # --- logic -------------------------------------------------------------------------------------------
@@ -133,14 +78,16 @@ def _label(node) -> str:
 
 
 def logic(source: str) -> Counter | None:
-    """The bag of (node, its children) kinds of the source's tree, docstrings left out; None when
-    it does not parse."""
+    """The bag of (node, its children) kinds of the source's tree, docstrings and hint() left out
+    (the hint is not the task, and the hint check judges it); None when it does not parse."""
     try:
         tree = parse_source(source)
     except SourceError:
         return None
     for node in ast.walk(tree):
-        _drop_docstring(node)
+        drop_docstring(node)
+        if isinstance(node, ast.ClassDef):
+            node.body = [b for b in node.body if getattr(b, "name", None) != "hint"] or [ast.Pass()]
     return Counter((_label(n), tuple(_label(c) for c in ast.iter_child_nodes(n))) for n in ast.walk(tree))
 
 
@@ -199,7 +146,7 @@ def behaviour(source: str, *, limits=None) -> dict | None:
     PROFILE_TURNS turns at most, and under "varied" the players whose winning answers take at
     least VARIED values (a rule that always answers 0 is a constant, not a way to solve the
     task); None when the environment cannot be played within PROFILE_BUDGET_S."""
-    fresh, wins, answers = Fresh(source, limits, time.monotonic() + PROFILE_BUDGET_S), Counter(), {}
+    fresh, wins, answers, found = Fresh(source, limits, time.monotonic() + PROFILE_BUDGET_S), Counter(), {}, Counter()
     try:
         for seed in PROFILE_SEEDS:
             env = fresh.take()
@@ -207,6 +154,7 @@ def behaviour(source: str, *, limits=None) -> dict | None:
             env.close()
             for name, rule in PLAYERS.items():
                 answer = rule(obs)
+                found[name] += answer is not None
                 if answer is not None and play(fresh, seed, ["\\boxed{%s}" % answer] * PROFILE_TURNS).won:
                     wins[name] += 1
                     answers.setdefault(name, set()).add(answer)
@@ -215,13 +163,17 @@ def behaviour(source: str, *, limits=None) -> dict | None:
     finally:
         fresh.close()
     return {**{name: wins[name] / len(PROFILE_SEEDS) for name in PLAYERS},
-            "varied": sorted(name for name, won in answers.items() if len(won) >= VARIED)}
+            "varied": sorted(name for name, won in answers.items() if len(won) >= VARIED),
+            "found": sorted(name for name in PLAYERS if 2 * found[name] >= len(PROFILE_SEEDS))}
 
 
 def close(a: dict, b: dict) -> bool:
-    """The same behaviour: every player that answers with varied values in either profile wins
-    as often in both (a constant answer's rate measures only how often that answer is right)."""
-    return all(abs(a[name] - b[name]) <= BEHAVIOUR_CLOSE for name in set(a["varied"]) | set(b["varied"]))
+    """The same behaviour: every player that answers with varied values in either profile, and
+    finds something to answer in both, wins as often in both (a constant answer's rate measures
+    only how often that answer is right; a number player facing a game of colours measures that
+    it has no numbers, so a cycle of colours and the same cycle of numbers stay one game)."""
+    both = set(a.get("found", PLAYERS)) & set(b.get("found", PLAYERS))
+    return all(abs(a[name] - b[name]) <= BEHAVIOUR_CLOSE for name in (set(a["varied"]) | set(b["varied"])) & both)
 
 
 # --- the archive --------------------------------------------------------------------------------------
@@ -285,7 +237,8 @@ class Archive:
         for sim, name, src in ranked:
             if sim < LOGIC_SIMILAR:
                 break
-            if answer_tokens(src) == tokens:
+            theirs_tokens = answer_tokens(src)
+            if tokens <= theirs_tokens or theirs_tokens <= tokens:
                 mine = mine or self.profile(source, limits)
                 theirs = self.profile(src, limits)
                 if mine and theirs and close(mine, theirs):
