@@ -1,9 +1,9 @@
 """Design environments with the policy and write them to a folder, without any training.
 
-    python design.py --out designs [--setting tool_use] [--designs-per-iteration 8] [train.py flags]
+    python design.py --out designs [--setting tool_use] [--design-batch 8] [train.py flags]
 
 One batched designer call (grounded on the corpus, shown the memory seeded with the hand-written
-examples) writes `designs_per_iteration` environments; each is validated in the sandbox and saved
+examples) writes `--design-batch` environments (else `--designs-per-iteration`); each is validated in the sandbox and saved
 as <out>/<id>.py under a header comment with its validation result. The last line printed is a
 summary: the valid fraction and the median prompt and completion token counts.
 """
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from spade_mini.cli import main_config
+from spade_mini.shape import Shape
 from spade_mini.designer import (Corpus, CorpusError, Design, Memory, SkillError, design_environments,
                                  skill_schedule, skills_for)
 
@@ -46,8 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     args, rest = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
     cfg = main_config(rest, prog="design.py", description=__doc__.splitlines()[0])
     try:
-        skills = skill_schedule(skills_for(cfg.setting, cfg.skills or None), 0,
-                                cfg.designs_per_iteration)
+        skills = skill_schedule(skills_for(cfg.setting, cfg.skills or None), 0, Shape.of(cfg).slots)
         corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
     except (SkillError, CorpusError) as err:
         print(f"error: {err}", file=sys.stderr)

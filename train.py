@@ -50,6 +50,7 @@ from spade_mini.fill import own_examples  # noqa: E402
 from spade_mini.gate import describe  # noqa: E402
 from spade_mini.pool import Pool  # noqa: E402
 from spade_mini.settings import gate_settings  # noqa: E402
+from spade_mini.shape import Shape  # noqa: E402
 from spade_mini.run import iteration_records, random_streams  # noqa: E402
 from spade_mini.run.resume import StopSignals, restore  # noqa: E402
 from spade_mini.run.planning import fit_plan  # noqa: E402
@@ -76,9 +77,9 @@ say = print if main else (lambda *args, **kwargs: None)
 if world > 1 and cfg.pool_keep:
     fail("a pool kept from one iteration to the next lives in one process; under torchrun add --pool-keep false "
          "(each iteration's pool then holds only what that iteration filled).")
-if cfg.designs_per_iteration < world:
-    fail(f"--designs-per-iteration {cfg.designs_per_iteration} leaves a process without a design; "
-         f"give at least {world}, one per process.")
+if Shape.of(cfg).slots < world:
+    fail(f"{Shape.of(cfg).slots} design slots (--design-batch, else --designs-per-iteration) leave a process "
+         f"without a design; give at least {world}, one per process.")
 if cfg.resume and not cfg.name:
     fail("--resume needs the --name of the run to continue.")
 run = RunDir(cfg.run_dir, distributed.from_main(cfg.name or time.strftime("%Y%m%d-%H%M%S")))

@@ -11,6 +11,11 @@ kind, how many of the designs labelled with it the check refuses (recall), and h
 refuses that are not labelled with it (false refusals).
 
     python bench/gate_rerun.py --json bench/gate_rerun.json   # the sandbox only, 2 threads
+    python bench/gate_rerun.py --files bench/validity/gate5.jsonl --json bench/validity/gate5_regated.json
+
+`--files` re-gates other samples files (designer_validity.py's) the same way, without the labels:
+a long measurement's replies all judged by the gate as it is now, whatever gate wrote their
+stages, with the admitted counted per skill.
 
 The labels' kinds and the check each belongs to: reskin_of -> duplicate (the re-skin check),
 hint_gives_answer -> hint, answer_in_observation -> given_away, question_reward_mismatch ->
@@ -75,10 +80,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--limit", type=int, default=0, help="only the first N replies of each file (a quick look)")
+    parser.add_argument("--files", nargs="+", default=FILES, help="samples files to re-gate (default: round four's)")
     args = parser.parse_args()
     cfg = Config.from_preset("cpu")
     gate, count = gate_settings(cfg), tokenizer_counter(cfg)
-    rows = [(f, i, json.loads(line)) for f in FILES
+    rows = [(f, i, json.loads(line)) for f in args.files
             for i, line in enumerate((ROOT / f).read_text(encoding="utf-8").splitlines()[:args.limit or None])]
     t0 = time.time()
 
@@ -102,18 +108,26 @@ def main() -> int:
     print(f"{len(rows)} replies through the gate in {time.time() - t0:.0f} s")
     old = collections.Counter(r["stage"] for _, _, r in rows)
     new = collections.Counter(stages)
-    print("| stage | round four's gate | round five's gate |\n|---|---|---|")
+    print("| stage | as the file has it (round four's gate for the default files) | the gate now |\n|---|---|---|")
     for stage in (*INVALID_STAGES, "valid"):
         if old[stage] or new[stage]:
             print(f"| {stage} | {old[stage]} | {new[stage]} |")
-    summary = {"replies": len(rows), "old": dict(old), "new": dict(new),
-               "admitted": [f"{f}:{i}" for (f, i, _), s in zip(rows, stages) if s == "valid"]}
+    summary = {"files": list(args.files), "replies": len(rows), "old": dict(old), "new": dict(new),
+               "admitted": [f"{f}:{i}" for (f, i, _), s in zip(rows, stages) if s == "valid"],
+               "admitted_by_skill": dict(collections.Counter(r.get("skill", "?") for (_, _, r), s in zip(rows, stages)
+                                                             if s == "valid"))}
+    print(f"admitted: {len(summary['admitted'])}, per 1,000 replies {1000 * len(summary['admitted']) / len(rows):.1f}; "
+          f"by skill {summary['admitted_by_skill']}")
+    if tuple(args.files) != FILES:
+        if args.json:
+            args.json.write_text(json.dumps(summary, indent=1) + "\n")
+        return 0
     summary.update(labelled(gate))
     by_key = {f"{lab['file']}:{lab['line']}": lab for lab in json.loads(LABELS.read_text())["labels"]}
     admitted = [by_key.get(key) for key in summary["admitted"]]
     summary["admitted_labelled"] = {kind: sum(bool(lab and lab[kind]) for lab in admitted) for kind in KINDS}
     summary["admitted_unlabelled"] = sum(lab is None for lab in admitted)
-    print(f"admitted: {len(admitted)}, per 1,000 replies {1000 * len(admitted) / len(rows):.1f}; of them labelled "
+    print("of the admitted, labelled "
           + ", ".join(f"{k} {v}" for k, v in summary["admitted_labelled"].items())
           + f"; not among the labelled 101: {summary['admitted_unlabelled']}")
     if args.json:

@@ -1,11 +1,10 @@
 """One flat `Config` for every part of spade_mini: every flag, its choices, and the presets.
 
-Each field has a one-line docstring under it; `--help` shows those docstrings, so this file is
-also the reference of every flag. A `Config` is made in Python (`Config(iterations=2)`), from a
-preset (`Config.from_preset("cpu-smoke")`), or from the command line (`cli.parse_args(argv)`,
-where the order is: preset, then `--config file.json|yaml`, then flags). Derived sizes are
-computed where they are used, never stored twice. This module holds no logic beyond checking
-that the values fit together; the parser is in cli.py.
+Each field has a one-line docstring under it, which `--help` shows: this file is the reference of
+every flag. A `Config` is made in Python (`Config(iterations=2)`), from a preset
+(`Config.from_preset("cpu-smoke")`) or from the command line (`cli.parse_args(argv)`: preset, then
+`--config file.json|yaml`, then flags). Derived sizes are computed where they are used; this
+module only checks that the values fit together (the parser is in cli.py).
 """
 from __future__ import annotations
 
@@ -74,7 +73,9 @@ class Config:
     skills: list[str] = field(default_factory=list)
     """Active skills (comma separated); empty means every skill of the setting."""
     designs_per_iteration: int = 8
-    """Environments designed per iteration (N), generated in one batched call."""
+    """Environments an iteration plays (N): with --plays-per-design, the no-hint budget when --episodes-per-iteration is 0."""
+    design_batch: int = 0
+    """Designs one generate call of the designer writes, a regeneration's slots (0: --designs-per-iteration); the agent's episodes do not follow it."""
     plays_per_design: int = 4
     """Paired seeds per valid environment (K): K no-hint and K hint episodes."""
     design_retries: int = 0
@@ -106,7 +107,7 @@ class Config:
     pool_window: int = 16
     """A pool environment retires when its no-hint rate over this many recent plays leaves the band."""
     pool_min: int = 2
-    """The pool is short below this many environments: the run's own in-band designs come back from the memory, and the designer runs."""
+    """The pool is short below this many environments: the store's designs (the memory's, waiting or last in band) are played again, and the designer runs."""
     pool_max: int = 16
     """The pool holds at most this many environments."""
     episodes_per_iteration: int = 0
@@ -224,10 +225,6 @@ class Config:
     preset: str = ""
     """The preset these values started from ('cpu', 'cpu-smoke' or 'gpu'); set by parsing."""
 
-    @staticmethod
-    def preset_names() -> list[str]:
-        return list(PRESETS)
-
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "Config":
         if name not in PRESETS:
@@ -256,12 +253,12 @@ class Config:
                               "rates with low <= high in [0, 1]; give e.g. --pool-low 0.1 --pool-high 0.9.")
         if min(self.design_every, self.pool_window, self.pool_max) < 1 or min(
                 self.pool_max_age, self.pool_min, self.valid_designs, self.design_attempts,
-                self.episodes_per_iteration) < 0 or self.design_seconds < 0:
+                self.episodes_per_iteration, self.design_batch) < 0 or self.design_seconds < 0:
             raise ConfigError("--design-every, --pool-window and --pool-max count iterations and "
                               "environments (1 or more); the other pool and design caps take 0 or more.")
-        if self.valid_designs > self.designs_per_iteration:
-            raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than the "
-                              f"{self.designs_per_iteration} slots of --designs-per-iteration; give at most that many.")
+        if self.valid_designs > (self.design_batch or self.designs_per_iteration):
+            raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than a regeneration's "
+                              f"{self.design_batch or self.designs_per_iteration} slots (--design-batch); give at most that many.")
         if not 0.0 <= self.design_edits <= 1.0:
             raise ConfigError(f"--design-edits {self.design_edits} is a share of the designer's slots; give a "
                               "number in [0, 1], e.g. 0.5.")

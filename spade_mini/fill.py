@@ -3,10 +3,13 @@
     examples   the hand-written examples (the tier's, or a user's own from --examples-dir) join
                the pool at level 0 without a test, every iteration, up to the pool's size and
                skill cap, never one that left: the fixed pool, the paper's baseline
-    designs    when the pool is short, the run's own in-band designs come back from the memory;
-               the designer writes new designs every --design-every iterations, or sooner when
+    designs    the designer writes new designs every --design-every iterations, or sooner when
                the pool is short. Its valid designs play K paired seeds in both arms (steps 2-4)
-               and join the pool by those plays (step 5): the paper's setting
+               and join the pool by those plays (step 5), as many as the no-hint budget holds
+               (budget // K); the others wait in the store, the memory's valid designs. When the
+               pool is short, the store's designs are played again on fresh seeds (K no-hint
+               plays each, what the new designs leave of the budget), after a re-skin check
+               against the archive as it is then: the paper's setting
     both       the examples from the first iteration, and the designer adding to them
 
 This is the one place that asks which filler the run has: the pool's rules, replay, the level
@@ -29,16 +32,16 @@ DESIGNS_PER_SKILL = 2  # designs of one skill per iteration, so the per-skill ba
 
 
 def fill(state, settings, record) -> None:
-    """Step 1: the examples join, the memory's designs come back, the designer writes (each as
-    `--pool-fill` says); the new valid designs become `record.fresh`, K paired seeds each."""
+    """Step 1: the examples join, the designer writes, the store's designs come back (each as
+    `--pool-fill` says); the new valid designs the budget can play become `record.fresh`, K
+    paired seeds each, the others `record.waiting`; the store's, `record.stored`."""
     pool, it = state.pool, record.number
     fillers = FILLERS[settings.fill.fill]
     if not settings.fill.keep:  # each iteration's pool holds only what this iteration filled
         pool.clear()
     if "examples" in fillers:
         record.filled += pool.fill(example_rows(pool, state.examples, settings.design.gate), it)
-    if "designs" in fillers and pool.short():  # the run's own in-band designs come back first
-        record.filled += pool.refill(state.memory, it)
+    room = len(distributed.share(settings.shape.no_hint_episodes)) // max(1, settings.shape.plays)
     if "designs" in fillers and pool.due(it, settings.fill.design_every):
         slots = distributed.share(settings.shape.slots)  # this rank's design slots (all, in one process)
         skills = skill_schedule(state.skills, it, settings.shape.slots, group=DESIGNS_PER_SKILL)
@@ -46,8 +49,29 @@ def fill(state, settings, record) -> None:
             state.policy, skills[slots.start:slots.stop], state.corpus, state.memory, state.rng, settings.design,
             iteration=it, first_slot=slots.start, archive=state.archive,
             edit_from=[(e.id, e.source, e.level, e.rate(pool.window), e.setting) for e in pool.envs])
+    valid = [d for d in record.designs if d.valid]
     record.fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, settings.shape.plays,
-                             levels=d.validation.levels) for d in record.designs if d.valid]
+                             levels=d.validation.levels) for d in valid[:room]]
+    record.waiting = [d.id for d in valid[room:]]  # valid, but the budget plays no more: into the store
+    if "designs" in fillers and pool.short():
+        record.stored = from_store(state, settings, room - len(record.fresh), it)
+
+
+def from_store(state, settings, room: int, iteration: int) -> list[Playable]:
+    """Up to `room` of the store's designs (pool.stored), K no-hint plays each at the level they
+    reached; one that re-skins what the archive admitted since is marked broken in the memory."""
+    taken = []
+    for r in state.pool.stored(state.memory, iteration):
+        if len(taken) >= room:
+            break
+        why = (state.archive.reskin_of(r.source, limits=settings.design.gate.limits, skip=r.id)
+               if settings.design.novelty and state.archive is not None else None)
+        if why:
+            state.memory.invalidate(r.id, f"duplicate: {why}")
+            continue
+        taken.append(Playable(r.id, r.skill, r.setting, r.source, None, settings.shape.plays, level=r.level,
+                              levels=r.levels))
+    return taken
 
 
 def example_rows(pool, examples: list[HandEnv], gate: GateSettings) -> list[tuple]:

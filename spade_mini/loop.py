@@ -1,10 +1,9 @@
 """One SPADE iteration, top to bottom: fill -> hint -> play -> score -> pool -> update -> remember.
 
     fill     = the pool's fillers (fill.py, --pool-fill): the hand-written examples join, the
-               run's own designs come back from the memory, and the designer writes
-               environments in batched calls until V are valid (or a cap), each through the
-               gate (gate.py: validation under the run's turn cap); every R iterations, or when
-               the pool is short
+               designer writes environments in batched calls until V are valid (or a cap), each
+               through the gate (spade_mini/gate), every R iterations or when the pool is short;
+               when it is short, the store's designs (the memory's) are played again
     hints    = a privileged hint per episode (the policy's, or the environment's hint()); leaky ones dropped
     episodes = K paired seeds per NEW valid environment, in both arms (no-hint, hint), in lockstep
     scores   = per environment: solve rates, regret = mean(hint) - mean(no-hint), designer reward
@@ -50,8 +49,10 @@ class Iteration:
     times: dict = field(default_factory=dict)   # seconds by phase: design, hint, play, update
     # 1 fill: every design attempt; the new valid designs; what joined the pool without admission
     designs: list = field(default_factory=list)      # designer/design.py Design, valid or not
-    fresh: list = field(default_factory=list)        # agent.py Playable per new valid design
-    filled: list = field(default_factory=list)       # pool.py PoolEnv: examples, and designs back from the memory
+    fresh: list = field(default_factory=list)        # agent.py Playable per new valid design the budget plays
+    waiting: list = field(default_factory=list)      # ids of the new valid designs it does not: in the store
+    stored: list = field(default_factory=list)       # agent.py Playable per design taken from the store
+    filled: list = field(default_factory=list)       # pool.py PoolEnv: the examples that joined
     # 2 hint: per new design, its K paired seeds and their hints
     seeds: list = field(default_factory=list)
     hints: list = field(default_factory=list)        # designer/hints.py EpisodeHints

@@ -22,9 +22,10 @@ threshold: an environment lasts as long as it has a level at the agent's edge. I
              validation: retired "learned"); at or below the bottom lowers it (at level 0:
              retired "too hard"); an environment not yet judged `max_age` iterations after
              its last move ages out; one judged inside the band stays
-    refill   when the pool is short, the run's own designs that the memory saw inside the band
-             come back (never one that left the band or crashed; one that aged out only after
-             as many iterations away)
+    store    when the pool is short, the run's own valid designs the memory holds are played
+             again on fresh seeds and join by those plays: those that waited (more were valid
+             than the budget could play) and those last seen inside the band (never one that
+             left the band or crashed; one that aged out only after as many iterations away)
 
 Everything here is plain data: a checkpoint keeps `to_dict()` (pool.json) and `--resume`
 restores it with `from_dict`. The pool plays and validates nothing itself: replay.py plays what
@@ -51,7 +52,7 @@ class PoolEnv:
     setting: str
     source: str
     admitted: int            # the iteration it joined
-    origin: str = "design"   # "design" (admitted after its first plays), "memory" or "example"
+    origin: str = "design"   # "design" (admitted after its first plays), "memory" (from the store) or "example"
     returns: list[float] = field(default_factory=list)  # no-hint returns at `level`, oldest first
     replays: int = 0         # iterations it was replayed in
     level: int = 0           # the difficulty level it is played at
@@ -139,27 +140,24 @@ class Pool:
             added.append(self.envs[-1])
         return added
 
-    def refill(self, memory, iteration: int) -> list[PoolEnv]:
-        """While the pool is short: re-admit the run's own valid designs whose plays the memory
-        saw inside the band, the most recent first, at the level they reached."""
+    def stored(self, memory, iteration: int) -> list:
+        """The store: the run's own valid designs the memory holds that may be played again, the
+        most recent first: never played (they waited for room), or last seen inside the band;
+        not in the pool, never one that left the band or crashed, one that aged out only after
+        as many iterations away. They join only by fresh plays (replay.py), as a new design does."""
         if memory is None:
             return []
-        back = []
+        out = []
         for r in reversed(memory.records):
-            if not self.short():
-                break
             why, left = self.retired.get(r.id, (None, 0))
             rate = r.no_hint_solve_rate if r.pool_rate is None else r.pool_rate
-            if (r.iteration < 0 or not r.valid or rate is None or r.id in self.ids()
+            if (r.iteration < 0 or not r.valid or r.id in self.ids()
                     or (why is not None and (why != AGE_REASON or iteration - left < self.max_age))
-                    or not inside(rate, self.band)
+                    or (rate is not None and not inside(rate, self.band))
                     or not self.skill_room(r.skill)):
                 continue
-            self.retired.pop(r.id, None)
-            self.envs.append(PoolEnv(r.id, r.skill, r.setting, r.source, iteration, "memory",
-                                     level=r.level, levels=r.levels, since=iteration))
-            back.append(self.envs[-1])
-        return back
+            out.append(r)
+        return out
 
     def split(self, episodes: int, group: int, rng: random.Random) -> list[tuple[PoolEnv, int]]:
         """Share `episodes` no-hint plays over the pool: groups of at least `group` plays (so each

@@ -28,6 +28,8 @@ ADMIT_CLIMB = 2  # levels above 0 a new design too easy at level 0 is tried at (
 class PoolReport:
     """What step 5 did to the pool (the metrics row counts it)."""
     admitted: list[str] = field(default_factory=list)  # new designs that joined, by id
+    from_store: list[str] = field(default_factory=list)  # the store's designs played again, by id
+    back: list[str] = field(default_factory=list)      # of those, the ones that joined
     changes: list[str] = field(default_factory=list)   # per change: "raised", "lowered", or why one left
     replayed: list[str] = field(default_factory=list)  # pool environments replayed, by id
     episodes: int = 0                                  # no-hint episodes this step played
@@ -42,6 +44,7 @@ def play_the_rest(state, settings, record) -> None:
     pool, k, report = state.pool, settings.shape.plays, PoolReport()
     rest = max(0, len(distributed.share(settings.shape.no_hint_episodes)) - sum(p.plays for p in record.fresh))
     played = admit_new(state, settings, record, rest, report)
+    played += admit_stored(state, settings, record, rest - played, report)
     replay = [Playable(e.id, e.skill, e.setting, e.source, plays=n, level=e.level, levels=e.levels)
               for e, n in pool.split(rest - played, k, state.rng)]
     left = rest - played - sum(p.plays for p in replay)
@@ -99,6 +102,30 @@ def admit_new(state, settings, record, rest: int, report: PoolReport) -> int:
             p.id, p.skill, p.setting, p.source, returns[p.id], it, level=p.level, levels=p.levels)]
         climbing = [p for p in climbing if not scores[p.id].failure and too_easy(returns[p.id], pool.band)]
     return played
+
+
+def admit_stored(state, settings, record, rest: int, report: PoolReport) -> int:
+    """The store's designs (fill.from_store) join as a new design does, by K fresh no-hint plays
+    at the level they reached, from `rest`; one that does not join keeps that rate in the memory
+    (out of the band it is not taken again), one that crashes is broken there. Returns the
+    episodes played."""
+    stored = record.stored[:max(0, rest) // max(1, settings.shape.plays)]
+    if not stored:
+        return 0
+    scores, usable = play_plan(state, settings, record, stored)
+    report.from_store = [p.id for p in stored]
+    for p in stored:
+        returns = [e.ret for e in usable if e.job.design_id == p.id]
+        if scores[p.id].failure:
+            if state.memory is not None:
+                state.memory.invalidate(p.id, scores[p.id].failure)
+        elif state.pool.admit(p.id, p.skill, p.setting, p.source, returns, record.number, origin="memory",
+                              level=p.level, levels=p.levels):
+            report.back.append(p.id)
+        elif state.memory is not None:
+            state.memory.note_pool({"id": p.id, "level": p.level, "levels": p.levels, "rate": rate_of(returns),
+                                    "why": None})
+    return sum(p.plays for p in stored)
 
 
 def play_plan(state, settings, record, plan: list[Playable]) -> tuple[dict, list]:

@@ -16,13 +16,14 @@ from spade_mini.run import distributed
 def update_samples(state, settings, record) -> None:
     """Step 6: agent turns of the usable no-hint episodes, one baseline group per environment
     and level; designer completions, one group per skill or the whole cohort (gathered over
-    ranks), every valid design and a share of the invalid ones, reweighted (the left-out ones
-    still count in the token denominator)."""
+    ranks), every played valid design and a share of the invalid ones, reweighted (the left-out
+    ones still count in the token denominator); a design that waits in the store is no sample."""
     s, trained = settings.samples, record.trained
     agent_adv = group_advantages([e.ret for e in trained], [e.job.group for e in trained], normalize_std=s.normalize_std)
     record.samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling)
                       for e, adv in zip(trained, agent_adv) for turn in e.turns]
-    designs, scores = record.designs, record.scores
+    scores = record.scores  # a waiting design (valid, not played: record.waiting) has no reward yet
+    designs = [d for d in record.designs if d.id not in record.waiting]
     for d in designs:  # a design that crashed in play is invalid after all, at the last stage
         if d.valid and scores[d.id].failure:
             d.valid, d.stage, d.reasons = False, "play", [scores[d.id].failure]

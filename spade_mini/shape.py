@@ -1,10 +1,12 @@
 """The shape of one iteration, from the flags alone: one home for the counts that the loop, the
 memory plan (run/planning.py) and the dtype probe (policy/dtypes.py) all need.
 
-    slots             N  design slots a regeneration fills at once (--designs-per-iteration)
+    slots                design slots a regeneration fills at once, the rows of its first design
+                         call (--design-batch; 0: N, --designs-per-iteration)
     plays             K  paired seeds per new design; a replay group is at least this big
     no_hint_episodes     the agent's no-hint episodes an iteration, whoever wrote what it plays
-                         (--episodes-per-iteration; 0: N x K), the same in every arm
+                         (--episodes-per-iteration; 0: N x K), the same in every arm and
+                         whatever the design batch
     design_cap           designs one regeneration writes at most (invalid slots are written again)
     valid_wanted         valid designs a regeneration stops at (0: one pass plus the retries)
 
@@ -25,9 +27,9 @@ class Shape:
 
     @classmethod
     def of(cls, cfg) -> "Shape":
-        n, k = cfg.designs_per_iteration, cfg.plays_per_design
+        n, k = cfg.design_batch or cfg.designs_per_iteration, cfg.plays_per_design
         cap = design_cap(n, cfg.design_attempts, cfg.valid_designs, cfg.design_retries)
-        return cls(n, k, cfg.episodes_per_iteration or n * k, cap, cfg.valid_designs)
+        return cls(n, k, cfg.episodes_per_iteration or cfg.designs_per_iteration * k, cap, cfg.valid_designs)
 
     def design_calls(self) -> list[int]:
         """The rows of each design call of a regeneration that writes all `design_cap` attempts

@@ -22,6 +22,8 @@ from spade_mini.loop import State, one_iteration
 from spade_mini.pool import AGE_REASON, Pool, PoolEnv, informative
 from spade_mini.reinforce import make_optimizer
 from spade_mini.reward import designer_reward
+from spade_mini.reward.bands import inside
+from spade_mini.shape import Shape
 
 ROOT = Path(__file__).resolve().parents[1]
 WON, LOST = 1.0, 0.0
@@ -95,26 +97,26 @@ def _record(env_id, rate, iteration=1, valid=True):
                      no_hint_solve_rate=rate)
 
 
-def test_refill_readmits_the_runs_own_in_band_designs_only():
+def test_the_store_holds_the_runs_own_waiting_and_in_band_designs_only():
     memory = Memory()
     memory.add([_record("seeded", 0.5, iteration=-1), _record("invalid", 0.5, valid=False),
                 _record("never", 0.0), _record("always", 1.0), _record("old", 0.5), _record("gone", 0.5),
-                _record("aged", 0.4), _record("fresh", 0.6)])
+                _record("aged", 0.4), _record("fresh", 0.6), _record("waiting", None)])
     for i, r in enumerate(memory.records):  # one skill each: the skill cap is tested on its own
         r.skill = f"skill{i}"
     pool = Pool(min_size=3)
     pool.retired = {"gone": ("too hard", 4), "aged": (AGE_REASON, 4), "recent": (AGE_REASON, 4)}
     memory.add(_record("recent", 0.5))
     memory.records[-1].skill = "skill-recent"
-    back = pool.refill(memory, iteration=8)
-    # the most recent first; a band retirement never comes back, an age retirement after as many
-    # iterations away as its age ("recent" left at 4, so at 8 it may: 8 - 4 >= max_age 4)
-    assert [e.id for e in back] == ["recent", "fresh", "aged"] and all(e.origin == "memory" for e in back)
-    assert not pool.short() and pool.refill(memory, iteration=9) == []
-    assert "aged" not in pool.retired and "gone" in pool.retired
+    # the most recent first; never played (it waited) or last inside the band; a band retirement
+    # never comes back, an age retirement after as many iterations away as its age ("recent" left
+    # at 4, so at 8 it may: 8 - 4 >= max_age 4)
+    assert [r.id for r in pool.stored(memory, iteration=8)] == ["recent", "waiting", "fresh", "aged", "old"]
     early = Pool(min_size=3)
     early.retired = {"recent": (AGE_REASON, 6)}
-    assert "recent" not in [e.id for e in early.refill(memory, iteration=8)]  # 2 iterations away: not yet
+    assert "recent" not in [r.id for r in early.stored(memory, iteration=8)]  # 2 iterations away: not yet
+    assert pool.admit("fresh", "skill7", "games", "src", [WON, LOST], iteration=8)
+    assert "fresh" not in [r.id for r in pool.stored(memory, iteration=8)]  # in the pool: not stored twice
 
 
 def test_the_pool_round_trips_through_json():
@@ -187,6 +189,77 @@ def test_new_designs_are_admitted_and_replayed_without_a_hint_on_fresh_seeds(tin
     assert not {e.job.seed for e in episodes} & first_seeds  # fresh seeds
     assert row["replay_episodes"] == 16 and row["pool_replayed"] >= 1
     assert row["informative_episodes"] <= row["no_hint_episodes"]
+
+
+@pytest.mark.parametrize("fill", ["designs", "both", "examples"])
+def test_the_no_hint_episodes_do_not_follow_the_design_batch(tiny_policy, fill):
+    """One and three designs a call: the designer writes more, every arm plays the same budget
+    (--episodes-per-iteration 0: N x K = 2 x 4), whatever fills the pool."""
+    rows = []
+    for batch in (1, 3):
+        cfg = _cfg(pool_fill=fill, design_batch=batch)
+        rows.append(parts(one_iteration(_state(tiny_policy, cfg), cfg))[0])
+    assert rows[0]["no_hint_episodes"] == rows[1]["no_hint_episodes"] == Shape.of(cfg).no_hint_episodes == 8
+    if fill != "examples":
+        assert (rows[0]["designs"], rows[1]["designs"]) == (1, 3)
+
+
+def test_a_design_the_budget_cannot_play_waits_in_the_store_and_is_played_fresh_when_the_pool_is_short(tiny_policy):
+    """Three valid designs, room for two (budget 8, K 4): the third waits, unplayed, unscored and
+    no designer sample, a valid record of the memory; when the pool is short and the designer
+    writes nothing valid, it is played on K fresh no-hint seeds and joins by them, once."""
+    torch.manual_seed(0)
+    cfg = _cfg(design_batch=3, pool_min=3, design_every=100)
+    state = _state(tiny_policy, cfg, Memory())
+    written, parity = [0], state.policy.replies
+
+    def three_then_none(chat):
+        written[0] += 1
+        return parity(chat) if written[0] <= 3 else "No code here, sorry."
+    state.policy.replies = three_then_none
+    row, designs, _, episodes, scores = parts(one_iteration(state, cfg))
+    assert [d.valid for d in designs] == [True] * 3 and row["designs_waiting"] == 1 and row["no_hint_episodes"] == 8
+    waiting = designs[2]
+    assert waiting.id not in scores and waiting.id not in {e.job.design_id for e in episodes}
+    assert waiting.reward is None and row["designer_samples"] == 2
+    record = next(r for r in state.memory.records if r.id == waiting.id)
+    assert record.valid and record.no_hint_solve_rate is None
+
+    row, designs, _, episodes, scores = parts(one_iteration(state, cfg))  # short: the designer writes, nothing valid
+    assert designs and not any(d.valid for d in designs) and row["pool_from_store"] == 1
+    mine = [e for e in episodes if e.job.design_id == waiting.id]
+    assert len(mine) == 4 and {e.job.arm for e in mine} == {"no_hint"} and row["no_hint_episodes"] == 8
+    joined = waiting.id in state.pool.ids()
+    assert joined == (row["pool_readmitted"] == 1) == informative([e.ret for e in mine])
+    if not joined:  # its rate on those plays is kept, and out of the band it is not taken again
+        assert record.pool_rate == sum(e.ret > 0 for e in mine) / 4
+    later = one_iteration(state, cfg)
+    if joined or not inside(record.pool_rate, state.pool.band):  # in the pool, or judged out of the band
+        assert waiting.id not in [p.id for p in later.stored]
+    assert len(state.pool.ids()) == len(state.pool.envs)  # never in the pool twice
+
+
+def test_a_stored_design_that_re_skins_what_the_archive_admitted_since_is_not_played(tiny_policy):
+    from spade_mini.fill import from_store
+    from spade_mini.gate import Archive
+    from spade_mini.settings import Settings
+    cfg = _cfg(novelty=True)
+    memory = Memory()
+    memory.add([_record("waiting", None)])
+    state = _state(tiny_policy, cfg, memory)
+    state.archive = Archive()
+    state.archive.add("waiting", parity_source(7))  # itself, admitted when it validated: not a re-skin
+    assert [p.id for p in from_store(state, Settings.of(cfg), 2, iteration=1)] == ["waiting"]
+    state.archive.add("later", parity_source(900))  # the same game, admitted since
+    assert from_store(state, Settings.of(cfg), 2, iteration=1) == []
+    assert not memory.records[0].valid and "a re-skin of later" in memory.records[0].reasons[-1]
+
+
+def test_every_presets_budget_is_the_same_at_every_design_batch():
+    for preset in ("cpu-smoke", "cpu", "gpu"):
+        budgets = {Shape.of(Config.from_preset(preset, design_batch=b)).no_hint_episodes for b in (16, 32, 64)}
+        assert budgets == {Shape.of(Config.from_preset(preset)).no_hint_episodes}, preset
+    assert Shape.of(Config.from_preset("cpu", design_batch=32)).slots == 32
 
 
 def test_the_fixed_pool_plays_the_same_no_hint_episodes_and_no_hint_arm(tiny_policy):
@@ -388,7 +461,11 @@ def _kill_and_resume_matches(tmp_path, *extra, iterations: int = 4, kill_after: 
 
 
 def test_resume_after_a_sigkill_restores_the_same_pool_memory_and_episodes(tmp_path):
-    _kill_and_resume_matches(tmp_path)
+    """Three designs a call and room for two: the designs that wait in the store (the memory)
+    come back from the checkpoint as they were."""
+    _kill_and_resume_matches(tmp_path, "--design-batch", "3")
+    designs = [json.loads(line) for line in (tmp_path / "whole" / "memory.jsonl").read_text().splitlines()]
+    assert any(r["valid"] and r["iteration"] >= 0 and r["no_hint_solve_rate"] is None for r in designs)
 
 
 def test_resume_after_a_sigkill_restores_the_pools_levels_and_moves(tmp_path):

@@ -226,13 +226,14 @@ class Archive:
             self.profiles[key] = behaviour(source, limits=limits)
         return self.profiles[key]
 
-    def reskin_of(self, source: str, limits=None) -> str | None:
-        """Why `source` re-skins an entry of the archive, or None: the same logic and behaviour
-        (the most similar logic first), else the same task (a rule that solves both)."""
+    def reskin_of(self, source: str, limits=None, skip: str | None = None) -> str | None:
+        """Why `source` re-skins an entry of the archive (but the one named `skip`, itself), or
+        None: the same logic and behaviour (the most similar logic first), else the same task (a
+        rule that solves both)."""
         bag, tokens = logic(source), answer_tokens(source)
         if bag is None:
             return None
-        ranked = sorted(((similarity(bag, b), n, src) for n, src, b in self.entries), reverse=True)
+        ranked = sorted(((similarity(bag, b), n, src) for n, src, b in self.entries if n != skip), reverse=True)
         mine = None
         for sim, name, src in ranked:
             if sim < LOGIC_SIMILAR:

@@ -68,7 +68,8 @@ def phases(cfg) -> list[Phase]:
     def tokens(chat: list[dict], extra_chars: int = 0) -> int:  # ESTIMATE, with 8 template tokens a message
         return math.ceil((sum(len(m["content"]) for m in chat) + extra_chars) / CHARS_PER_TOKEN) + 8 * len(chat)
 
-    shape, n = Shape.of(cfg), cfg.designs_per_iteration
+    shape = Shape.of(cfg)
+    n = shape.slots  # the rows of a design call
     designer = cfg.pool_fill != "examples"
     out = []
     if designer:

@@ -73,7 +73,8 @@ def pool_parts(pool, record) -> dict:
             "pool_in_band": [pool.in_band()], "pool_admitted": list(report.admitted),
             "pool_changes": list(report.changes), "pool_origins": [e.origin for e in pool.envs],
             "pool_filled": [e.origin for e in record.filled], "pool_replayed": list(report.replayed),
-            "replay_episodes": [report.episodes]}
+            "replay_episodes": [report.episodes], "pool_from_store": list(report.from_store),
+            "pool_back": list(report.back), "designs_waiting": list(record.waiting)}
 
 
 def pool_columns(b: dict) -> dict:
@@ -83,7 +84,8 @@ def pool_columns(b: dict) -> dict:
     return {"pool_size": len(levels), "pool_examples": b["pool_origins"].count("example"),
             "pool_designs": len(levels) - b["pool_origins"].count("example"),
             "pool_in_band": sum(b["pool_in_band"]), "pool_admitted": len(b["pool_admitted"]),
-            "pool_from_examples": b["pool_filled"].count("example"), "pool_readmitted": b["pool_filled"].count("memory"),
+            "pool_from_examples": b["pool_filled"].count("example"), "pool_from_store": len(b["pool_from_store"]),
+            "pool_readmitted": len(b["pool_back"]), "designs_waiting": len(b["designs_waiting"]),
             "pool_retired": sum(c not in moves for c in changes),
             "pool_retired_why": sorted(c for c in changes if c not in moves),
             "pool_raised": changes.count("raised"), "pool_lowered": changes.count("lowered"),
