@@ -5,11 +5,12 @@
                skill cap, never one that left: the fixed pool, the paper's baseline
     designs    the designer writes new designs every --design-every iterations, or sooner when
                the pool is short. Its valid designs play K paired seeds in both arms (steps 2-4)
-               and join the pool by those plays (step 5), as many as the no-hint budget holds
-               (budget // K); the others wait in the store, the memory's valid designs. When the
-               pool is short, the store's designs are played again on fresh seeds (K no-hint
-               plays each, what the new designs leave of the budget), after a re-skin check
-               against the archive as it is then: the paper's setting
+               and join the pool by those plays (step 5), as many as the budget and the shape
+               allow (budget // K, and the valid designs a regeneration plays); the others wait
+               in the store, the memory's valid designs. The store's designs are played on fresh
+               seeds (K no-hint plays each, in the room the new designs leave) after a re-skin
+               check against the archive as it is then: those that waited whenever there is
+               room, those last seen inside the band when the pool is short: the paper's setting
     both       the examples from the first iteration, and the designer adding to them
 
 This is the one place that asks which filler the run has: the pool's rules, replay, the level
@@ -41,7 +42,9 @@ def fill(state, settings, record) -> None:
         pool.clear()
     if "examples" in fillers:
         record.filled += pool.fill(example_rows(pool, state.examples, settings.design.gate), it)
-    room = len(distributed.share(settings.shape.no_hint_episodes)) // max(1, settings.shape.plays)
+    shape = settings.shape  # new designs played this iteration: what the budget and the shape allow
+    room = min(len(distributed.share(shape.no_hint_episodes)) // max(1, shape.plays),
+               len(distributed.share(shape.valid_designs())))
     if "designs" in fillers and pool.due(it, settings.fill.design_every):
         slots = distributed.share(settings.shape.slots)  # this rank's design slots (all, in one process)
         skills = skill_schedule(state.skills, it, settings.shape.slots, group=DESIGNS_PER_SKILL)
@@ -53,17 +56,20 @@ def fill(state, settings, record) -> None:
     record.fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, settings.shape.plays,
                              levels=d.validation.levels) for d in valid[:room]]
     record.waiting = [d.id for d in valid[room:]]  # valid, but the budget plays no more: into the store
-    if "designs" in fillers and pool.short():
-        record.stored = from_store(state, settings, room - len(record.fresh), it)
+    if "designs" in fillers:
+        record.stored = from_store(state, settings, room - len(record.fresh), it, played=pool.short())
 
 
-def from_store(state, settings, room: int, iteration: int) -> list[Playable]:
-    """Up to `room` of the store's designs (pool.stored), K no-hint plays each at the level they
-    reached; one that re-skins what the archive admitted since is marked broken in the memory."""
+def from_store(state, settings, room: int, iteration: int, played: bool = True) -> list[Playable]:
+    """Up to `room` of the store's designs (pool.stored; with `played` False, only those never
+    played), K no-hint plays each at the level they reached; one that re-skins what the archive
+    admitted since is marked broken in the memory."""
     taken = []
     for r in state.pool.stored(state.memory, iteration):
         if len(taken) >= room:
             break
+        if not played and (r.no_hint_solve_rate is not None or r.pool_rate is not None):
+            continue
         why = (state.archive.reskin_of(r.source, limits=settings.design.gate.limits, skip=r.id)
                if settings.design.novelty and state.archive is not None else None)
         if why:

@@ -206,7 +206,7 @@ def test_the_no_hint_episodes_do_not_follow_the_design_batch(tiny_policy, fill):
 
 def test_a_design_the_budget_cannot_play_waits_in_the_store_and_is_played_fresh_when_the_pool_is_short(tiny_policy):
     """Three valid designs, room for two (budget 8, K 4): the third waits, unplayed, unscored and
-    no designer sample, a valid record of the memory; when the pool is short and the designer
+    no designer sample, a valid record of the memory; in the next iteration, where the designer
     writes nothing valid, it is played on K fresh no-hint seeds and joins by them, once."""
     torch.manual_seed(0)
     cfg = _cfg(design_batch=3, pool_min=3, design_every=100)
@@ -237,6 +237,20 @@ def test_a_design_the_budget_cannot_play_waits_in_the_store_and_is_played_fresh_
     if joined or not inside(record.pool_rate, state.pool.band):  # in the pool, or judged out of the band
         assert waiting.id not in [p.id for p in later.stored]
     assert len(state.pool.ids()) == len(state.pool.envs)  # never in the pool twice
+
+
+def test_the_store_plays_what_waited_whenever_there_is_room_and_the_in_band_only_when_short(tiny_policy):
+    from spade_mini.fill import from_store
+    from spade_mini.settings import Settings
+    cfg = _cfg()
+    memory = Memory()
+    memory.add([_record("in_band", 0.5), _record("waiting", None)])
+    memory.records[0].skill = "skill0"
+    state = _state(tiny_policy, cfg, memory)
+    settings = Settings.of(cfg)
+    assert [p.id for p in from_store(state, settings, 2, iteration=1, played=False)] == ["waiting"]
+    assert [p.id for p in from_store(state, settings, 2, iteration=1)] == ["waiting", "in_band"]
+    assert [p.id for p in from_store(state, settings, 1, iteration=1)] == ["waiting"]  # the room holds
 
 
 def test_a_stored_design_that_re_skins_what_the_archive_admitted_since_is_not_played(tiny_policy):
