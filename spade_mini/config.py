@@ -86,6 +86,10 @@ class Config:
     """At most this many designs written in one regeneration, valid or not (0: three times --designs-per-iteration)."""
     design_seconds: float = 0.0
     """No new batch of designs is started after this many seconds of one regeneration (0: no limit)."""
+    design_budget: int = 0
+    """Design attempts a whole run may write (0: no limit): the designer stops once spent; kept in each checkpoint's pool.json, so --resume continues the count."""
+    design_budget_s: float = 0.0
+    """Seconds of designing a whole run may spend (0: no limit): no design call starts once spent (one in flight finishes); kept like --design-budget."""
     design_repair: bool = False
     """An attempt that failed validation as a bug gets its slot's next attempt as a repair: its own code and validation's words in, a corrected environment out (once a slot; then fresh attempts again)."""
     design_edits: float = 0.0
@@ -245,17 +249,15 @@ class Config:
                 raise ConfigError(f"graded invalid rewards must stay below {floor}, the least a valid "
                                   f"design can earn; lower --invalid-reward (now {self.invalid_reward}) "
                                   "or use --invalid-reward-mode constant.")
-        if self.save_every < 0 or self.keep_checkpoints < 0:
-            raise ConfigError("--save-every and --keep-checkpoints count iterations and checkpoints; "
-                              "give 0 or more (0 means every iteration with LoRA, and keep every one).")
         if not 0.0 <= self.pool_low <= self.pool_high <= 1.0:
             raise ConfigError(f"--pool-low {self.pool_low} and --pool-high {self.pool_high} are solve "
                               "rates with low <= high in [0, 1]; give e.g. --pool-low 0.1 --pool-high 0.9.")
         if min(self.design_every, self.pool_window, self.pool_max) < 1 or min(
-                self.pool_max_age, self.pool_min, self.valid_designs, self.design_attempts,
-                self.episodes_per_iteration, self.design_batch) < 0 or self.design_seconds < 0:
-            raise ConfigError("--design-every, --pool-window and --pool-max count iterations and "
-                              "environments (1 or more); the other pool and design caps take 0 or more.")
+                self.pool_max_age, self.pool_min, self.valid_designs, self.design_attempts, self.design_budget,
+                self.episodes_per_iteration, self.design_batch, self.save_every, self.keep_checkpoints,
+                self.design_seconds, self.design_budget_s) < 0:
+            raise ConfigError("--design-every, --pool-window and --pool-max count iterations and environments (1 or "
+                              "more); the other counts, caps and budgets take 0 or more (0: every one, or no limit).")
         if self.valid_designs > (self.design_batch or self.designs_per_iteration):
             raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than a regeneration's "
                               f"{self.design_batch or self.designs_per_iteration} slots (--design-batch); give at most that many.")

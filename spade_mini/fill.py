@@ -19,7 +19,9 @@ read and gated here too, once, at the start of a run (`own_examples`).
 """
 from __future__ import annotations
 
+import dataclasses
 import random
+import time
 
 from spade_mini.agent import Playable
 from spade_mini.designer import design_environments, skill_schedule
@@ -45,19 +47,35 @@ def fill(state, settings, record) -> None:
     shape = settings.shape  # new designs played this iteration: what the budget and the shape allow
     room = min(len(distributed.share(shape.no_hint_episodes)) // max(1, shape.plays),
                len(distributed.share(shape.valid_designs())))
-    if "designs" in fillers and pool.due(it, settings.fill.design_every):
+    design = budgeted(settings.design, settings.fill, pool.spent)
+    if "designs" in fillers and pool.due(it, settings.fill.design_every) and design is not None:
         slots = distributed.share(settings.shape.slots)  # this rank's design slots (all, in one process)
         skills = skill_schedule(state.skills, it, settings.shape.slots, group=DESIGNS_PER_SKILL)
+        started = time.monotonic()
         record.designs = design_environments(
-            state.policy, skills[slots.start:slots.stop], state.corpus, state.memory, state.rng, settings.design,
-            iteration=it, first_slot=slots.start, archive=state.archive,
+            state.policy, skills[slots.start:slots.stop], state.corpus, state.memory, state.rng,
+            design, iteration=it, first_slot=slots.start, archive=state.archive,
             edit_from=[(e.id, e.source, e.level, e.rate(pool.window), e.setting) for e in pool.envs])
+        pool.spent["attempts"] += len(record.designs)
+        pool.spent["seconds"] += time.monotonic() - started
     valid = [d for d in record.designs if d.valid]
     record.fresh = [Playable(d.id, d.skill.key, d.skill.setting, d.source, d, settings.shape.plays,
                              levels=d.validation.levels) for d in valid[:room]]
     record.waiting = [d.id for d in valid[room:]]  # valid, but the budget plays no more: into the store
     if "designs" in fillers:
         record.stored = from_store(state, settings, room - len(record.fresh), it, played=pool.short())
+
+
+def budgeted(design, fill, spent: dict):
+    """The regeneration's design settings within what the run's budget leaves (--design-budget:
+    attempts, --design-budget-s: seconds), or None once it is spent."""
+    attempts = fill.budget - spent["attempts"] if fill.budget else None
+    seconds = fill.budget_s - spent["seconds"] if fill.budget_s else None
+    if (attempts is not None and attempts <= 0) or (seconds is not None and seconds <= 0):
+        return None
+    cap = design.cap if attempts is None else min(design.cap or attempts, attempts)
+    clock = design.max_seconds if seconds is None else min(design.max_seconds or seconds, seconds)
+    return dataclasses.replace(design, cap=cap, max_seconds=clock)
 
 
 def from_store(state, settings, room: int, iteration: int, played: bool = True) -> list[Playable]:

@@ -91,6 +91,7 @@ class Pool:
         self.envs: list[PoolEnv] = []
         self.retired: dict[str, tuple[str, int]] = {}  # id -> (why it left, the iteration it left)
         self.life: list[dict] = []  # one row per environment that left: its life in the pool
+        self.spent = {"attempts": 0, "seconds": 0.0}  # the designer's over the run (--design-budget, -s)
 
     # --- what the loop asks --------------------------------------------------------------------
     def short(self) -> bool:
@@ -235,7 +236,7 @@ class Pool:
         return {"band": list(self.band), "max_age": self.max_age, "window": self.window,
                 "min_size": self.min_size, "max_size": self.max_size,
                 "envs": [asdict(e) for e in self.envs], "retired": {k: list(v) for k, v in self.retired.items()},
-                "life": self.life}
+                "life": self.life, "spent": dict(self.spent)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Pool":
@@ -243,6 +244,7 @@ class Pool:
         pool.envs = [PoolEnv(**e) for e in data["envs"]]
         pool.retired = {k: tuple(v) for k, v in data["retired"].items()}
         pool.life = list(data.get("life", []))
+        pool.spent = {**pool.spent, **data.get("spent", {})}  # a pool saved before the budget spent nothing
         return pool
 
     @classmethod

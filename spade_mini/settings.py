@@ -30,6 +30,8 @@ class FillSettings:
     fill: str = "designs"        # "designs", "examples" or "both" (fill.py)
     design_every: int = 1        # the designer runs every this many iterations, or when the pool is short
     keep: bool = True            # the pool keeps its environments from one iteration to the next
+    budget: int = 0              # design attempts a whole run may write (0: no limit)
+    budget_s: float = 0.0        # seconds of designing a whole run may spend (0: no limit)
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ class Settings:
     @classmethod
     def of(cls, cfg, world: int = 1) -> "Settings":
         """A rank of `world` designs its share of the regeneration's caps (rounded up)."""
-        return cls(Shape.of(cfg), FillSettings(cfg.pool_fill, cfg.design_every, cfg.pool_keep),
+        return cls(Shape.of(cfg), FillSettings(cfg.pool_fill, cfg.design_every, cfg.pool_keep, cfg.design_budget,
+                                                   cfg.design_budget_s),
                    design_settings(cfg, world), HintSettings(cfg.hint_source, cfg.hint_max_new_tokens,
                                                              cfg.hint_temperature, limits(cfg), cfg.max_turns),
                    play_settings(cfg), ScoreSettings(cfg.designer_reward, cfg.regret_estimator),

@@ -269,6 +269,41 @@ def test_a_stored_design_that_re_skins_what_the_archive_admitted_since_is_not_pl
     assert not memory.records[0].valid and "a re-skin of later" in memory.records[0].reasons[-1]
 
 
+def test_the_design_budget_in_attempts_holds_over_the_run_and_its_resume(tiny_policy):
+    """Five attempts a run, two slots an iteration: 2, 2, 1, then none; the count is the pool's,
+    so a pool saved and restored (a checkpoint) goes on from it."""
+    cfg = _cfg(design_budget=5, design_every=1)
+    state = _state(tiny_policy, cfg, Memory())
+    written = [len(parts(one_iteration(state, cfg))[1]) for _ in range(2)]
+    state.pool = Pool.from_dict(json.loads(json.dumps(state.pool.to_dict())))  # what --resume restores
+    written += [len(parts(one_iteration(state, cfg))[1]) for _ in range(2)]
+    assert written == [2, 2, 1, 0] and state.pool.spent["attempts"] == 5
+
+
+def test_the_design_budget_in_seconds_holds_on_a_fake_clock(tiny_policy, monkeypatch):
+    """Each design call takes 300 s of a fake clock, a regeneration at most two calls (4
+    attempts): of a budget of 800 s the first spends 600, the second starts one call in the 200 s
+    left and no second, and the third does not start."""
+    import types
+
+    import spade_mini.designer.design as design_module
+    import spade_mini.fill as fill_module
+    now = [0.0]
+    clock = types.SimpleNamespace(monotonic=lambda: now[0])
+    monkeypatch.setattr(fill_module, "time", clock)
+    monkeypatch.setattr(design_module, "time", clock)
+    cfg = _cfg(design_budget_s=800, design_every=1, valid_designs=2, design_attempts=4)
+    state = _state(tiny_policy, cfg, Memory())
+
+    def slow(chat):  # nothing valid, so a regeneration would write again
+        now[0] += 150.0  # two rows a call: 300 s a call
+        return "No code here, sorry."
+    state.policy.replies = slow
+    rows = [parts(one_iteration(state, cfg))[1] for _ in range(3)]
+    assert [len(r) for r in rows] == [4, 2, 0]
+    assert state.pool.spent["seconds"] == 900.0 and state.pool.spent["attempts"] == 6
+
+
 def test_every_presets_budget_is_the_same_at_every_design_batch():
     for preset in ("cpu-smoke", "cpu", "gpu"):
         budgets = {Shape.of(Config.from_preset(preset, design_batch=b)).no_hint_episodes for b in (16, 32, 64)}

@@ -124,14 +124,13 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
     designs a block of them); a slot's later attempts add `-a<attempt>`."""
     known = known_fingerprints(_known_sources(memory))
     archive = archive if settings.novelty else None
-    cap = design_cap(len(skills), settings.cap, settings.until_valid, settings.retries)
+    cap = min(design_cap(len(skills), settings.cap, settings.until_valid, settings.retries), settings.cap or 10**9)
     started, designs, last_of, edited = time.monotonic(), [], {}, {}  # last_of: each slot's latest attempt
     pending, attempt = list(range(len(skills))), 0
     edits = round(settings.edit_share * len(skills))
     while pending:
         attempt += 1
-        if settings.until_valid > 0:
-            pending = pending[:cap - len(designs)]
+        pending = pending[:cap - len(designs)]
         chats, doc_ids, origins = [], [], []  # origins: (written_as, parent) per chat
         for slot in pending:
             chat, doc_id, origin = _prompt(skills[slot], last_of.get(slot), slot < edits, corpus, memory, rng,

@@ -74,7 +74,8 @@ def pool_parts(pool, record) -> dict:
             "pool_changes": list(report.changes), "pool_origins": [e.origin for e in pool.envs],
             "pool_filled": [e.origin for e in record.filled], "pool_replayed": list(report.replayed),
             "replay_episodes": [report.episodes], "pool_from_store": list(report.from_store),
-            "pool_back": list(report.back), "designs_waiting": list(record.waiting)}
+            "pool_back": list(report.back), "designs_waiting": list(record.waiting),
+            "spent": [(pool.spent["attempts"], pool.spent["seconds"])]}
 
 
 def pool_columns(b: dict) -> dict:
@@ -91,7 +92,8 @@ def pool_columns(b: dict) -> dict:
             "pool_raised": changes.count("raised"), "pool_lowered": changes.count("lowered"),
             "pool_level_mean": mean(levels), "pool_level_max": max(levels, default=None),
             "pool_skills": len(set(b["pool_skill_keys"])), "pool_replayed": len(b["pool_replayed"]),
-            "replay_episodes": sum(b["replay_episodes"])}
+            "replay_episodes": sum(b["replay_episodes"]),
+            "design_spent_attempts": sum(a for a, _ in b["spent"]), "design_spent_s": sum(s for _, s in b["spent"])}
 
 
 def memory_counts(memory) -> dict:
