@@ -5,8 +5,10 @@ iteration the run measures (metrics.jsonl's time_design_s, time_play_s, time_upd
     python bench/dtype_probe.py -- --preset cpu --designs-per-iteration 4
     python bench/dtype_probe.py --against runs/NAME    # and the ratio to that run's design iterations
 
-For each dtype it runs the probe of spade_mini/policy/dtypes.py (the run's architecture and
-widths, random weights, 1 and 3 layers, extrapolated to the real depth) and prints its estimate
+For each dtype the rule may choose on this CPU (bfloat16 only where it has bf16 units: elsewhere
+bf16 is emulated, a pass takes minutes, and the rule takes float32 unprobed) it runs the probe
+of spade_mini/policy/dtypes.py (the run's architecture and widths, random weights, 1 and 3
+layers, extrapolated to the real depth) and prints its estimate
 and each part: every generation phase's prompt passes and decode steps, and the update.
 `--against RUN` then reads RUN/metrics.jsonl and prints, for each iteration where the designer
 ran, its measured seconds (design, hint, play and update) and estimate / measured for each dtype
@@ -25,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from spade_mini.cli import main_config  # noqa: E402
-from spade_mini.policy.dtypes import Workload, probe_parts  # noqa: E402
+from spade_mini.policy.dtypes import Workload, cpu_has_bf16, cpu_name, probe_parts  # noqa: E402
 from spade_mini.policy.models import checkpoint  # noqa: E402
 
 WITHIN = 1.5  # the probe's goal: its estimate within this factor of a measured design iteration
@@ -61,9 +63,13 @@ def main() -> int:
         raise SystemExit("bench/dtype_probe.py measures a real model's widths: pass a built-in --model, not tiny.")
     model_config = AutoConfig.from_pretrained(checkpoint(cfg.model, cfg.cache_dir))
     workload = Workload.of(cfg)
-    print(f"{cfg.model}, {torch.get_num_threads()} threads; workload {workload}")
-    estimates = {}
-    for dtype in (torch.bfloat16, torch.float32):
+    print(f"{cfg.model} on {cpu_name()}, {torch.get_num_threads()} threads; workload {workload}")
+    estimates, dtypes = {}, (torch.bfloat16, torch.float32)
+    if not cpu_has_bf16():  # bf16 is emulated here, minutes a pass: the rule takes float32 unprobed
+        print("no bf16 units (amx_bf16, avx512_bf16) on this CPU: --dtype auto takes float32 without a probe, "
+              "so only float32 is timed")
+        dtypes = (torch.float32,)
+    for dtype in dtypes:
         found = probe_parts(model_config, dtype, workload)
         estimates[str(dtype).removeprefix("torch.")] = total = sum(found.values())
         print(f"\n{dtype}: the probe's estimate {total:.1f} s")
