@@ -93,7 +93,7 @@ def pool_columns(b: dict) -> dict:
             "pool_level_mean": mean(levels), "pool_level_max": max(levels, default=None),
             "pool_skills": len(set(b["pool_skill_keys"])), "pool_replayed": len(b["pool_replayed"]),
             "replay_episodes": sum(b["replay_episodes"]),
-            "design_spent_attempts": sum(a for a, _ in b["spent"]), "design_spent_s": sum(s for _, s in b["spent"])}
+            "design_spent_attempts": sum(a for a, _ in b["spent"]), "time_design_spent_s": sum(s for _, s in b["spent"])}
 
 
 def memory_counts(memory) -> dict:
