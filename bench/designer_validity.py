@@ -58,6 +58,8 @@ def main() -> int:
     parser.add_argument("--designs", type=int, default=16)
     parser.add_argument("--batch", type=int, default=8, help="designs per generate call")
     parser.add_argument("--samples", type=Path)
+    parser.add_argument("--prompt-layout", choices=("classic", "shared"), default="classic",
+                        help="shared: the contract and example open every prompt (their keys and values computed once a call)")
     parser.add_argument("--json", type=Path, help="also write the counts by stage here (bench/model_menu.py reads it)")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
                         help="no designing: the valid fraction of samples file A against B, with the ratio's interval")
@@ -85,7 +87,8 @@ def main() -> int:
         archive.add(r.get("id", "an earlier design"), extract_code(r["reply"]))
     skills = skills_for(cfg.setting, cfg.skills or None)
     t0, designs = time.time(), []
-    one_pass = dataclasses.replace(design_settings(cfg), until_valid=0, retries=0)  # the run's gate, one attempt a slot
+    one_pass = dataclasses.replace(design_settings(cfg), until_valid=0, retries=0,
+                                   shared_first=args.prompt_layout == "shared")  # the run's gate, one attempt a slot
     if done:
         print(f"continuing {args.samples}: {len(done)} designs already written", flush=True)
     for start in range(len(done), args.designs, args.batch):
@@ -103,7 +106,7 @@ def main() -> int:
                     f.write(json.dumps({"id": d.id, "skill": d.skill.key, "stage": d.stage, "reasons": d.reasons,
                                         "finished": d.completion.finished, "reply": d.completion.text,
                                         "shape": d.validation.shape if d.validation else {},
-                                        "seconds": round(each, 1)}) + "\n")
+                                        "seconds": round(each, 1), "layout": args.prompt_layout}) + "\n")
         print(f"designed {len(done) + len(designs)}/{args.designs} ({time.time() - t0:.0f} s)", flush=True)
     rows = done + [{"stage": d.stage, "finished": d.completion.finished} for d in designs]
     stages = collections.Counter(r["stage"] for r in rows)
@@ -116,6 +119,7 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps({"model": cfg.model, "designs": len(rows), "cut": cut,
                                          "seconds": round(time.time() - t0), "budget": cfg.design_max_new_tokens,
+                                         "layout": args.prompt_layout, "batch": args.batch,
                                          "stages": {stage: stages[stage] for stage in LADDER}}))
     return 0
 

@@ -282,3 +282,30 @@ def test_draw_samples_the_distribution_that_is_scored(sampling):
     assert (1 < support.sum() < V) if truncating else support.all()  # a real cut, or none
     sigma = (scored * (1 - scored) / draws).sqrt()  # (V,) binomial standard deviation
     assert ((freq - scored).abs() <= 5 * sigma + 1e-9).all(), (freq - scored).abs().max()
+
+
+def test_shared_prefixes_finds_runs_of_prompts_that_begin_alike():
+    a, b = [1] * 70 + [2, 3], [1] * 70 + [4]
+    c, d = [5] * 80 + [6], [5] * 66 + [7]
+    alone, short = [9] * 100, [1] * 10 + [8]
+    assert decoding.shared_prefixes([a, c, alone, b, d, short]) == [70, 66, 0, 70, 66, 0]
+    assert decoding.shared_prefixes([a, b], least=71) == [0, 0]  # too short to share
+    assert decoding.shared_prefixes([a, a]) == [72, 72]  # equal prompts share all (decode prefills the last)
+    assert decoding.shared_prefixes([a]) == [0] and decoding.shared_prefixes([]) == []
+
+
+def test_rows_that_begin_alike_share_their_prefix_and_decode_as_plain_generate(fp32_policy):
+    """The designer's batch: prompts that open with one long text, then differ. The shared keys
+    and values are computed once, and greedy decoding gives what plain `generate` gives."""
+    head = "Rules of the game: " + " ".join(f"rule {i} says the agent must think." for i in range(20))
+    chats = [[{"role": "user", "content": f"{head}\n\n{tail}"}] for tail in OPENERS]
+    prompts = [fp32_policy.prompt_ids(c) for c in chats]
+    assert min(decoding.shared_prefixes(prompts)) > 100
+    before_reused, before_prefilled = fp32_policy.tokens_reused, fp32_policy.tokens_prefilled
+    shared = fp32_policy.continue_chats(chats, 12, temperature=0)
+    reused = fp32_policy.tokens_reused - before_reused
+    assert reused >= len(chats) * 100  # every row took the head's keys and values
+    assert fp32_policy.tokens_prefilled - before_prefilled < sum(map(len, prompts)) / 2  # the head once, not 5 times
+    plain = fp32_policy.generate(chats, 12, temperature=0)
+    assert [o.completion_ids for o in shared] == [o.completion_ids for o in plain]
+    assert len({tuple(o.completion_ids) for o in plain}) > 1  # the tails matter

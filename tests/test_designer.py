@@ -8,7 +8,8 @@ from scripted import ScriptedDesigner
 from spade_mini.designer import (NO_CLASS, SKILLS, DesignSettings, Corpus, Document, EnvRecord, Memory, SkillError,
                                   design_environments, design_record, extract_code, generate_hints, prompts,
                                   skill_schedule, skills_for)
-from spade_mini.designer.prompts import designer_prompt, hint_prompt, with_hint
+from spade_mini.designer.prompts import GAME_EXAMPLE, TOOL_EXAMPLE, designer_prompt, hint_prompt, with_hint
+from spade_mini.policy import decoding
 
 GAME_KEYS = ["pattern_recognition", "logical_deduction", "strategic_planning",
              "mathematical_reasoning", "spatial_reasoning", "causal_inference", "memory_recall",
@@ -71,6 +72,30 @@ def test_prompt_contents_with_and_without_corpus_and_memory(setting):
     assert full.index("REFERENCE_DOCUMENT") < full.index("REFERENCE_ENVIRONMENTS") < full.index("NEW")
     # the memory's reference is a whole environment: the fixed example is left out then
     assert "A short complete example" not in full and "A short complete example" in user
+
+
+@pytest.mark.parametrize("setting", ["games", "tool_use"])
+def test_the_shared_first_prompt_opens_every_row_alike_and_leaves_nothing_out(setting, tiny_policy):
+    """A design call's rows differ in skill, document and references: with `shared_first` they
+    open with the same contract and example (one prefix whose keys and values the call computes
+    once), and each row still holds everything the classic prompt holds, the example included."""
+    rng, memory = random.Random(0), Memory()
+    for i, skill in enumerate(skills_for(setting)):
+        memory.add(EnvRecord(f"e{i}", 1, setting, skill.key, f"Theme {i}", f"class T{i}Env:\n    pass",
+                             True, [], 0.5, 0.9, 0.4))
+    rows = []
+    for i, skill in enumerate(skills_for(setting)[:4]):
+        document = Document(f"Document number {i} about ferns.", "bundled", f"science-{i}")
+        block = memory.render(memory.select(skill.key, rng))
+        shared = designer_prompt(skill, document, block, turn_tokens=48, shared_first=True)[1]["content"]
+        classic = designer_prompt(skill, document, block, turn_tokens=48)[1]["content"]
+        for part in (skill.name, skill.description, document.text, block, "48 tokens", "levels = 4"):
+            assert part in shared and part in classic
+        assert "A short complete example" in shared and "A short complete example" not in classic
+        assert shared.index("A short complete example") < shared.index(document.text) < shared.index(block)
+        rows.append(tiny_policy.prompt_ids([{"role": "user", "content": shared}]))
+    example = tiny_policy.count_tokens(GAME_EXAMPLE if setting == "games" else TOOL_EXAMPLE)
+    assert min(decoding.shared_prefixes(rows)) > example + 200  # the contract, the rules and the example
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -98,6 +98,7 @@ class DesignSettings:
     cap: int = 0             # designs written at most, valid or not (0: shape.ATTEMPTS_PER_SLOT a slot)
     max_seconds: float = 0.0  # no new call after this many seconds (0: no limit)
     levels: bool = True      # the prompt asks for difficulty levels
+    shared_first: bool = False  # the prompt opens with the contract and example (prompts.designer_prompt)
     repair: bool = False     # a slot's next attempt after a bug repairs its code, once
     edit_share: float = 0.0  # the share of slots whose first attempt edits a pool environment
     gate: GateSettings = GateSettings()
@@ -180,7 +181,8 @@ def _prompt(skill: Skill, last: Design | None, may_edit: bool, corpus, memory, r
         memory.render(memory.select(skill.key, rng, settings.references)),
         memory.coverage(skill.setting, [s.key for s in SKILLS[skill.setting]]))))
     return (designer_prompt(skill, doc, block, turns=gate.play_turns, turn_tokens=gate.turn_tokens,
-                            levels=settings.levels), doc.id if doc else None, ("fresh", None))
+                            levels=settings.levels, shared_first=settings.shared_first),
+            doc.id if doc else None, ("fresh", None))
 
 
 def _judge(design: Design, known: dict, edited: dict, max_new_tokens: int, archive: Archive | None) -> Design:

@@ -126,29 +126,33 @@ RULES = """- Observations give the agent everything it needs, including the answ
 
 
 def designer_prompt(skill: Skill, document: Document | None, memory_block: str,
-                    turns: int = MAX_TURNS, turn_tokens: int | None = None, levels: bool = True) -> list[dict]:
+                    turns: int = MAX_TURNS, turn_tokens: int | None = None, levels: bool = True,
+                    shared_first: bool = False) -> list[dict]:
     """The designer chat (system + user) for one environment; `turns` is the run's turn cap and
     `turn_tokens` the agent's token budget for one reply (the contract told is the one played);
-    `levels`: ask for difficulty levels."""
-    parts = []
-    if document is not None:
-        parts.append(f"<REFERENCE_DOCUMENT>\n{document.text}\n</REFERENCE_DOCUMENT>\n"
-                     "Base the environment's theme and facts on this document; never mention it.")
+    `levels`: ask for difficulty levels. `shared_first`: the setting's contract and the example
+    open the prompt, the same tokens for every row of a design call (its keys and values are
+    computed once a call, policy.continue_chats), and the example is always shown; else the
+    document and the skill come first and the example only when no reference is."""
     setting = "game" if skill.setting == "games" else "tool-use"
-    parts.append(f"Write a {setting} environment that trains {skill.name}: {skill.description}. "
-                 + CONTRACT[skill.setting] + "\n" + RULES.format(turns=turns)
-                 + (f"\n- The agent writes at most {turn_tokens} tokens a turn: keep every winning "
-                    "action that short." if turn_tokens else "")
-                 + ("\n" + LEVELS[skill.setting] + LEVEL_RULE if levels else ""))
-    if memory_block:
-        parts.append(memory_block)
-    if "<REFERENCE_ENVIRONMENTS>" not in memory_block:  # references are whole environments
-        example = GAME_EXAMPLE if skill.setting == "games" else TOOL_EXAMPLE
-        if not levels:
-            example = one_level(example)
-        parts.append(f"A short complete example:\n```python\n{example}\n```")
+    contract = (CONTRACT[skill.setting] + "\n" + RULES.format(turns=turns)
+                + (f"\n- The agent writes at most {turn_tokens} tokens a turn: keep every winning "
+                   "action that short." if turn_tokens else "")
+                + ("\n" + LEVELS[skill.setting] + LEVEL_RULE if levels else ""))
+    example = GAME_EXAMPLE if skill.setting == "games" else TOOL_EXAMPLE
+    example = f"A short complete example:\n```python\n{example if levels else one_level(example)}\n```"
+    document = (f"<REFERENCE_DOCUMENT>\n{document.text}\n</REFERENCE_DOCUMENT>\n"
+                "Base the environment's theme and facts on this document; never mention it.") if document else ""
+    trains = f"{skill.name}: {skill.description}."
+    if shared_first:
+        parts = [f"Write a {setting} environment. {contract}", example, document,
+                 f"The environment trains {trains}", memory_block]
+    else:
+        shown = "<REFERENCE_ENVIRONMENTS>" in memory_block  # references are whole environments
+        parts = [document, f"Write a {setting} environment that trains {trains[:-1]}. {contract}", memory_block,
+                 "" if shown else example]
     parts.append(f"Now write a NEW environment for {skill.name} as one ```python block.")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(filter(None, parts))}]
 
 
 REPAIR_TAIL = 12  # the last lines of validation's words a repair prompt shows

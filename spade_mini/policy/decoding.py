@@ -7,7 +7,10 @@ loop instead of Hugging Face `generate`, for two savings that `generate` cannot 
   until the longest row stops);
 - a row may come with the keys and values computed for an earlier prompt (an agent's previous
   turn): the longest common token prefix is reused and only the rest of the prompt is
-  prefilled, so a 25-turn episode does not re-read its growing chat 25 times.
+  prefilled, so a 25-turn episode does not re-read its growing chat 25 times;
+- rows of one call that begin alike (the designer's prompts, which open with one contract and
+  example) share that prefix: `shared_prefixes` finds it and `prefill` computes its keys and
+  values once, for every row that starts with it.
 
 Reuse is exact: keys and values of a token prefix depend only on those tokens and the weights,
 so matching tokens (never assuming the chat template re-renders a turn the same way) and
@@ -205,17 +208,47 @@ def draw(logits: torch.Tensor, sampling: Sampling | None) -> tuple[torch.Tensor,
     return drawn, logp
 
 
+def shared_prefixes(prompts: list[list[int]], least: int = 64) -> list[int]:
+    """Per prompt, the length of a token prefix it shares with other prompts of the call (0: none
+    of at least `least` tokens). Sorted, prompts that share a prefix are neighbours; a run of
+    neighbours whose common prefixes are all at least `least` long shares the shortest of them."""
+    order = sorted(range(len(prompts)), key=lambda i: prompts[i])
+    common = [common_prefix(prompts[a], prompts[b]) for a, b in zip(order, order[1:])]  # neighbours'
+    shared, start = [0] * len(prompts), 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or common[end - 1] < least:  # the run order[start:end] ends here
+            if end - start > 1:
+                for i in order[start:end]:
+                    shared[i] = min(common[start:end - 1])
+            start = end
+    return shared
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@torch.no_grad()
+def prefill(model, tokens: list[int]) -> Reusable:
+    """The keys and values of one token sequence, computed once, as a Reusable that `decode`
+    copies into every row whose prompt starts with it."""
+    cache = DynamicCache(config=model.config)
+    ids = torch.tensor([tokens], device=next(model.parameters()).device)  # (1, n)
+    model(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_argument(model): cache})
+    return Reusable(list(tokens), [(layer.keys[0].clone(), layer.values[0].clone()) for layer in cache.layers])
+
+
 def reused_prefix(past: Reusable | None, prompt: list[int]) -> int:
     """Prompt tokens whose keys and values `past` holds: the longest common token prefix, but
     at least one token is always prefilled (its logits start the completion)."""
     if past is None:
         return 0
-    n = 0
-    for x, y in zip(past.tokens, prompt):
-        if x != y:
-            break
-        n += 1
-    return min(n, len(prompt) - 1)
+    return min(common_prefix(past.tokens, prompt), len(prompt) - 1)
 
 
 def reusable_cache(model) -> bool:

@@ -126,22 +126,32 @@ class Policy:
         """`generate` for chats that go on over turns: each row stops at its EOS, and a chat
         given a key reuses the keys and values its key's chat left in the previous call (the
         common token prefix; the rest is prefilled). Same samples in distribution as `generate`,
-        the same completions under greedy decoding. Keys must be unique within a call. `stop(ids)`
-        ends a row early, finished (decoding.decode)."""
-        from spade_mini.policy.decoding import decode, reused_prefix
+        the same completions under greedy decoding. Keys must be unique within a call. Without
+        keys, rows that begin with the same tokens (at least 64) share them: their keys and values
+        are computed once (decoding.prefill). `stop(ids)` ends a row early, finished (decoding.decode)."""
+        from spade_mini.policy.decoding import decode, prefill, reusable_cache, reused_prefix, shared_prefixes
         if not chats:
             return []
         tools = tools or [None] * len(chats)
         prompts = [self.prompt_ids(c, t) for c, t in zip(chats, tools)]
         if keys is not None:
             self.chat_cache.start(keys, self.weights_stamp())
-        kept = [reused_prefix(r, p) for r, p in zip(self.chat_cache.peek(keys), prompts)] if keys else [0] * len(prompts)
+            kept = [reused_prefix(r, p) for r, p in zip(self.chat_cache.peek(keys), prompts)]
+        else:  # rows that begin alike share their prefix's keys and values, computed once a chunk
+            shared = shared_prefixes(prompts) if reusable_cache(self.model) else [0] * len(prompts)
+            kept = [min(n, len(p) - 1) for n, p in zip(shared, prompts)]
         s = self.sampling(temperature)
         self.model.eval()  # sampling: no dropout
 
         def chunk(rows: list[int]):
-            past = self.chat_cache.take([keys[i] for i in rows]) if keys is not None else None
             with self.compute():
+                if keys is not None:
+                    past = self.chat_cache.take([keys[i] for i in rows])
+                else:
+                    heads = {tuple(prompts[i][:shared[i]]) for i in rows if shared[i]}
+                    made = {head: prefill(self.model, list(head)) for head in heads}
+                    self.tokens_prefilled += sum(map(len, heads))
+                    past = [made.get(tuple(prompts[i][:shared[i]])) for i in rows]
                 out = decode(self.model, [prompts[i] for i in rows], max_new_tokens, None if s is PLAIN else s,
                              self.eos_ids, self.pad_id, past,
                              room=self.chat_cache.room if keys is not None else (lambda n: False),  # nothing to keep
