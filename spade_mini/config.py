@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from spade_mini.envs import MAX_TURNS, TIERS
+from spade_mini.config_checks import CHOICES, ConfigError, check
+from spade_mini.envs import MAX_TURNS
 from spade_mini.presets import PRESETS  # plain data: what each preset changes
 from spade_mini.reward.bands import POOL_BAND
-from spade_mini.reward import DESIGNER_REWARD_KINDS, REGRET_ESTIMATORS, lowest_valid_reward
 
 
 @dataclass
@@ -236,64 +236,10 @@ class Config:
         return cls(**{**PRESETS[name], "preset": name, **overrides})
 
     def __post_init__(self):
-        for name, allowed in CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, "
-                                  f"not {getattr(self, name)!r}.")
-        if self.full_finetune and self.quantize != "none":
-            raise ConfigError("--full-finetune trains every weight, which 4-bit weights cannot hold; "
-                              "add --quantize none.")
-        if self.invalid_reward_mode == "graded" and not self.drop_invalid:
-            floor = lowest_valid_reward(self.designer_reward, self.regret_estimator)
-            if self.invalid_reward >= floor:
-                raise ConfigError(f"graded invalid rewards must stay below {floor}, the least a valid "
-                                  f"design can earn; lower --invalid-reward (now {self.invalid_reward}) "
-                                  "or use --invalid-reward-mode constant.")
-        if not 0.0 <= self.pool_low <= self.pool_high <= 1.0:
-            raise ConfigError(f"--pool-low {self.pool_low} and --pool-high {self.pool_high} are solve "
-                              "rates with low <= high in [0, 1]; give e.g. --pool-low 0.1 --pool-high 0.9.")
-        if min(self.design_every, self.pool_window, self.pool_max) < 1 or min(
-                self.pool_max_age, self.pool_min, self.valid_designs, self.design_attempts, self.design_budget,
-                self.episodes_per_iteration, self.design_batch, self.save_every, self.keep_checkpoints,
-                self.design_seconds, self.design_budget_s) < 0:
-            raise ConfigError("--design-every, --pool-window and --pool-max count iterations and environments (1 or "
-                              "more); the other counts, caps and budgets take 0 or more (0: every one, or no limit).")
-        if self.valid_designs > (self.design_batch or self.designs_per_iteration):
-            raise ConfigError(f"--valid-designs {self.valid_designs} asks for more valid designs than a regeneration's "
-                              f"{self.design_batch or self.designs_per_iteration} slots (--design-batch); give at most that many.")
-        if not 0.0 <= self.design_edits <= 1.0:
-            raise ConfigError(f"--design-edits {self.design_edits} is a share of the designer's slots; give a "
-                              "number in [0, 1], e.g. 0.5.")
-        if not 0.0 < self.invalid_update_fraction <= 1.0:
-            raise ConfigError(f"--invalid-update-fraction {self.invalid_update_fraction} is the share of invalid "
-                              "designs the update scores; give a number in (0, 1], e.g. 0.25.")
-        if self.full_finetune and self.separate_adapters:
-            raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
-                              "fine-tuning has none of; drop one of the two flags.")
+        check(self)  # config_checks.py: the values fit together, or one sentence names the fix
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-CHOICES: dict[str, tuple[str, ...]] = {
-    "quantize": ("4bit", "none"),
-    "device": ("auto", "cpu", "cuda"),
-    "dtype": ("auto", "float32", "bfloat16", "float16"),
-    "setting": ("games", "tool_use", "mix"),
-    "hint_source": ("policy", "env"),
-    "designer_reward": DESIGNER_REWARD_KINDS,
-    "regret_estimator": REGRET_ESTIMATORS,
-    "invalid_reward_mode": ("graded", "constant"),
-    "designer_baseline": ("skill", "cohort"),
-    "pool_fill": ("designs", "examples", "both"),
-    "agent_template": ("reasoning", "answer"),
-    "return_mode": ("last", "sum"),
-    "report_to": ("none", "tensorboard", "wandb"),
-    "examples": tuple(TIERS),
-}
-
-class ConfigError(ValueError):
-    """A bad flag or config file; its message is one sentence naming the fix."""
 
 
 DEFAULTS = Config()  # the defaults above, for functions whose keyword defaults are flags' defaults
