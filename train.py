@@ -77,6 +77,9 @@ say = print if main else (lambda *args, **kwargs: None)
 if world > 1 and cfg.pool_keep:
     fail("a pool kept from one iteration to the next lives in one process; under torchrun add --pool-keep false "
          "(each iteration's pool then holds only what that iteration filled).")
+if world > 1 and cfg.alignment_every:
+    fail("alignment compares one process's gradients before they are summed over processes; under torchrun "
+         "leave out --alignment-every.")
 if Shape.of(cfg).slots < world:
     fail(f"{Shape.of(cfg).slots} design slots (--design-batch, else --designs-per-iteration) leave a process "
          f"without a design; give at least {world}, one per process.")

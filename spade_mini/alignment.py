@@ -23,17 +23,21 @@ Shapes (legend: spade_mini/__init__.py): P trainable weights, flattened, float32
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
-from spade_mini.agent import Job, Playable
+from spade_mini.agent import Job, Playable, play_episodes
 from spade_mini.envs import TIERS, HandEnv
 from spade_mini.reinforce import Sample, accumulate_within_plan, micro_batch_logprobs, pad_of, role_token_counts
 from spade_mini.reward import group_advantages
 from spade_mini.reward.bands import within
 
 RATE_BAND = (0.1, 0.9)  # an item's start rate must lie here to be in the set
+ITEMS, PLAYS = 8, 4     # the set's items at most, and the episodes each plays a measurement
+MEASURED = Path(__file__).with_name("alignment_set.json")  # bench/alignment_set.py's items per model
 OTHER_TIER = {"starter": "standard", "standard": "starter"}
 FLAT_LIMIT = 100_000_000  # trainable weights up to which gradients are copied (full fine-tuning: none)
 
@@ -46,6 +50,20 @@ def alignment_envs(tier: str, setting: str) -> list[HandEnv]:
 
 def item_id(env: HandEnv, seed: int) -> str:
     return f"align-{env.name}#{seed}"
+
+
+def chosen_items(tier: str, setting: str, model: str) -> tuple[list[tuple[HandEnv, int]], str]:
+    """The set's (environment, seed) items and where they come from: those bench/alignment_set.py
+    measured in RATE_BAND for this model, tier and setting; else each environment's seed 0, 1, ...
+    in turn (not yet measured: their start rates are unknown), ITEMS at most."""
+    envs = {e.name: e for e in alignment_envs(tier, setting)}
+    measured = json.loads(MEASURED.read_text()) if MEASURED.exists() else {}
+    key = f"{model}/{tier}/{setting}"
+    if key in measured:
+        items = [(envs[name], seed) for name, seed in measured[key]["items"] if name in envs][:ITEMS]
+        return items, f"{len(items)} items with a start rate in {RATE_BAND} ({MEASURED.name})"
+    items = [(env, seed) for seed in range(ITEMS) for env in envs.values()][:ITEMS]
+    return items, f"{len(items)} items, start rates not measured for {key} (bench/alignment_set.py)"
 
 
 def alignment_jobs(items: list[tuple[HandEnv, int]], plays: int) -> list[Job]:
@@ -152,3 +170,35 @@ class EnvGradients:
             added = now - self.before  # (P,)
             self.cos[self.env], self.norm[self.env] = cosine(added, self.target), float(added.norm())
         self.env, self.before = env, now
+
+
+def measure(state, settings, record) -> None:
+    """Before the update, every `--alignment-every` iterations: play the set (PLAYS no-hint
+    episodes an item), take its gradient and floor, and give the update its watch."""
+    align = settings.align
+    if not align.every or state.iteration % align.every or not measurable(state.policy):
+        return
+    if not state.alignment_items:
+        state.alignment_items, record.alignment_note = chosen_items(align.tier, align.setting, align.model)
+    episodes = play_episodes(state.policy, alignment_jobs(state.alignment_items, PLAYS), settings.play)
+    record.alignment_set = set_gradient(state.policy, state.optimizer, episodes, settings.update)
+    if record.alignment_set.vector is not None:
+        record.watch = EnvGradients(record.alignment_set.vector)
+
+
+def readings(record) -> dict[str, float]:
+    """After the update: each environment's cosine over the noise floor (none when the set's
+    halves do not agree, floor <= 0: the set cannot tell a direction from noise then)."""
+    floor = record.alignment_set.floor if record.alignment_set else None
+    if record.watch is None or floor is None or floor <= 0.0:
+        return {}
+    return {env: cos / floor for env, cos in record.watch.cos.items() if cos is not None}
+
+
+def note(state, settings, record) -> None:
+    """The readings into the pool (--alignment-pool) and the memory (--alignment-memory)."""
+    record.alignment = readings(record)
+    if settings.align.pool and state.pool is not None:
+        state.pool.note_alignment(record.alignment)
+    if settings.align.memory and state.memory is not None:
+        state.memory.note_alignment(record.alignment)

@@ -132,6 +132,12 @@ class Config:
     """Let designer samples alone take an optimizer step on the shared adapter when no agent sample is informative (off: that update is skipped, so the agent's weights move only on an agent signal)."""
     drift_probe: int = 8
     """Agent prompts (first observations of held-out environments) on which each iteration measures the KL from the starting policy, the adapter switched off (0: not measured)."""
+    alignment_every: int = 0
+    """Every this many iterations, measure each played environment's alignment: the cosine of its gradient in the update with the alignment set's (the other tier's examples, never trained on or evaluated; spade_mini/alignment.py), against the set's noise floor (0: never)."""
+    alignment_pool: bool = False
+    """The pool uses alignment: an environment's replay weight is p(1 - p) times 1 plus its recent alignment over the floor (clipped to [-1, 1]), and one whose last two readings are below minus the floor leaves ("misaligned"); for every environment, whoever wrote it."""
+    alignment_memory: bool = False
+    """The designer's memory ranks its references by alignment (measured in the design's admission iteration, after its reward was paid) and never shows a misaligned one."""
     regret_estimator: str = "debiased"
     """How the 'regret' reward reads K paired seeds: 'debiased' (max(0, regret) minus what the same paired differences score with random signs, i.e. under a useless hint) or 'clipped' (the paper's max(0, regret))."""
     invalid_reward: float = -1.0

@@ -49,7 +49,7 @@ def check(cfg) -> None:
     if min(cfg.design_every, cfg.pool_window, cfg.pool_max) < 1 or min(
             cfg.pool_max_age, cfg.pool_min, cfg.valid_designs, cfg.design_attempts, cfg.design_budget,
             cfg.episodes_per_iteration, cfg.design_batch, cfg.save_every, cfg.keep_checkpoints,
-            cfg.design_seconds, cfg.design_budget_s) < 0:
+            cfg.design_seconds, cfg.design_budget_s, cfg.alignment_every) < 0:
         raise ConfigError("--design-every, --pool-window and --pool-max count iterations and environments (1 or "
                           "more); the other counts, caps and budgets take 0 or more (0: every one, or no limit).")
     if cfg.valid_designs > (cfg.design_batch or cfg.designs_per_iteration):
@@ -64,3 +64,6 @@ def check(cfg) -> None:
     if cfg.full_finetune and cfg.separate_adapters:
         raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
                           "fine-tuning has none of; drop one of the two flags.")
+    if (cfg.alignment_pool or cfg.alignment_memory) and not cfg.alignment_every:
+        raise ConfigError("--alignment-pool and --alignment-memory read alignment, which --alignment-every 0 never "
+                          "measures; add --alignment-every 4 (or another count).")

@@ -27,6 +27,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from spade_mini import alignment
 from spade_mini.fill import fill
 from spade_mini.gate import Archive
 from spade_mini.pool import Pool
@@ -67,6 +68,10 @@ class Iteration:
     left_out: list = field(default_factory=list)     # thinned designer samples (they count in the denominator)
     design_rewards: list = field(default_factory=list)
     stats: object = None                             # reinforce.py UpdateStats
+    alignment_set: object = None                     # alignment.py SetGradient, when measured
+    watch: object = None                             # alignment.py EnvGradients the update fills
+    alignment: dict = field(default_factory=dict)    # environment id -> its cosine over the floor
+    alignment_note: str = ""                         # where the set's items came from (its first measurement)
     # 9 the metrics row (run/row.py)
     row: dict = field(default_factory=dict)
 
@@ -87,6 +92,7 @@ class State:
     probe_sources: list = field(default_factory=list)  # held-out environments the probe starts from
     levels_valid: dict = field(default_factory=dict)  # (source sha256, level) -> passes the gate (replay.py)
     archive: Archive | None = None   # what a design must not re-skin (gate/novelty.py); None: made at the first iteration
+    alignment_items: list = field(default_factory=list)  # the alignment set's (environment, seed) items (alignment.py)
 
 
 def one_iteration(state: State, cfg, progress=None) -> Iteration:
@@ -122,10 +128,13 @@ def one_iteration(state: State, cfg, progress=None) -> Iteration:
     update_samples(state, settings, record)  # 6. agent turns and designer completions, with advantages
     say("update")                            # 7. one update for both roles (one LoRA adapter, or every weight)
     t = time.time()
+    alignment.measure(state, settings, record)  # (every --alignment-every) the alignment set's gradient
+    record.times["align"], t = time.time() - t, time.time()
     counts = distributed.sum_over_ranks(role_token_counts(record.samples + record.left_out))
     record.stats = update(state.policy, record.samples, state.optimizer, settings.update, token_counts=counts,
-                          sync_gradients=distributed.all_reduce_gradients)
+                          sync_gradients=distributed.all_reduce_gradients, watch=record.watch)
     record.times["update"] = time.time() - t
+    alignment.note(state, settings, record)  # each environment's alignment, to the pool and memory
     remember(state, record)                  # 8. every design attempt, with its stats
     state.iteration += 1
     record.row = iteration_row(state, record, tokens_before, started)  # 9. the whole batch's metrics row

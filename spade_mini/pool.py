@@ -16,12 +16,14 @@ threshold: an environment lasts as long as it has a level at the agent's edge. I
              the pool (one alone is always allowed)
     replay   every iteration the pool is played no-hint on fresh seeds: the iteration's budget
              in groups of K, environments drawn with weight p(1 - p) of their recent no-hint
-             rate (the gradient's signal peaks at 0.5), each with a small floor
+             rate (the gradient's signal peaks at 0.5), each with a small floor; with
+             --alignment-pool, times 1 plus its recent alignment (alignment.py)
     review   once a full `window` of plays at its level has come in: a rate at or above the
              band's top raises the level (validated first; no next level, or one that fails
              validation: retired "learned"); at or below the bottom lowers it (at level 0:
              retired "too hard"); an environment not yet judged `max_age` iterations after
-             its last move ages out; one judged inside the band stays
+             its last move ages out; one judged inside the band stays; with --alignment-pool,
+             one whose last two alignment readings are below minus the floor leaves "misaligned"
     store    when the pool is short, the run's own valid designs the memory holds are played
              again on fresh seeds and join by those plays: those that waited (more were valid
              than the budget could play) and those last seen inside the band (never one that
@@ -42,6 +44,7 @@ from spade_mini.reward.bands import POOL_BAND, inside, rate_of
 BAND = POOL_BAND  # no-hint solve rates worth learning from (reward/bands.py)
 AGE_REASON = "age"  # a retirement that may come back from the memory (the others may not)
 MIN_WEIGHT = 0.02   # the least replay weight: an environment at rate 0 or 1 is still played now and then
+ALIGNED_READINGS = 2  # the alignment readings the weight averages; this many below -1 in a row: "misaligned"
 
 
 @dataclass
@@ -60,6 +63,7 @@ class PoolEnv:
     since: int = 0           # the iteration of its admission or last level move
     moves: list = field(default_factory=list)  # [iteration, from level, to level] per move
     plays: int = 0           # no-hint plays in the pool, at any level
+    alignment: list = field(default_factory=list)  # its alignment readings over the floor, oldest first (alignment.py)
 
     def rate(self, window: int) -> float | None:
         return rate_of(self.returns[-window:])
@@ -76,9 +80,12 @@ def informative(returns: list[float], band: tuple[float, float] = BAND) -> bool:
     return inside(rate_of(returns), band)
 
 
-def weight(rate: float | None) -> float:
-    """How much a replay draw favours an environment: p(1 - p) of its recent rate (unknown: 0.25)."""
-    return max(MIN_WEIGHT, 0.25 if rate is None else rate * (1.0 - rate))
+def weight(rate: float | None, alignment: list[float] = ()) -> float:
+    """How much a replay draw favours an environment: p(1 - p) of its recent rate (unknown: 0.25),
+    times 1 plus the mean of its last ALIGNED_READINGS alignment readings clipped to [-1, 1] (none: 1)."""
+    recent = list(alignment)[-ALIGNED_READINGS:]
+    aligned = 1.0 + max(-1.0, min(1.0, sum(recent) / len(recent))) if recent else 1.0
+    return max(MIN_WEIGHT, (0.25 if rate is None else rate * (1.0 - rate)) * aligned)
 
 
 class Pool:
@@ -168,7 +175,7 @@ class Pool:
             return []
         count = max(1, min(len(self.envs), episodes // max(1, group)))
         # weighted sampling without replacement: the largest u ** (1 / w) (Efraimidis-Spirakis)
-        keys = [(rng.random() ** (1.0 / weight(e.rate(self.window))), i) for i, e in enumerate(self.envs)]
+        keys = [(rng.random() ** (1.0 / weight(e.rate(self.window), e.alignment)), i) for i, e in enumerate(self.envs)]
         chosen = [self.envs[i] for _, i in sorted(keys, reverse=True)[:count]]
         return list(zip(chosen, spread(episodes, count)))
 
@@ -189,6 +196,13 @@ class Pool:
             e.replays += 1
             e.plays += len(returns)
 
+    def note_alignment(self, readings: dict[str, float]) -> None:
+        """Each environment's alignment reading over the noise floor (--alignment-pool): its
+        replay weight follows them, and `review` retires one that stays below -1."""
+        for env_id, reading in readings.items():
+            if (e := self.get(env_id)) is not None:
+                e.alignment = (e.alignment + [reading])[-4 * ALIGNED_READINGS:]
+
     def review(self, iteration: int, validates=lambda env, level: True) -> list[tuple[PoolEnv, str]]:
         """Move levels and retire, judged on a full window of plays at the current level;
         `validates(env, level)` says whether a higher level passes validation. Returns
@@ -197,7 +211,9 @@ class Pool:
         for e in list(self.envs):
             rate = e.rate(self.window)
             judged = len(e.returns) >= self.window
-            if judged and rate >= self.band[1]:
+            if len(e.alignment) >= ALIGNED_READINGS and max(e.alignment[-ALIGNED_READINGS:]) < -1.0:
+                done.append((e, self._leave(e, "misaligned", iteration)))
+            elif judged and rate >= self.band[1]:
                 if e.level + 1 < e.levels and validates(e, e.level + 1):
                     done.append((e, self._move(e, e.level + 1, iteration)))
                 else:

@@ -20,7 +20,7 @@ def update_samples(state, settings, record) -> None:
     ones still count in the token denominator); a design that waits in the store is no sample."""
     s, trained = settings.samples, record.trained
     agent_adv = group_advantages([e.ret for e in trained], [e.job.group for e in trained], normalize_std=s.normalize_std)
-    record.samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling)
+    record.samples = [Sample(turn.prompt_ids, turn.completion_ids, adv, "agent", turn.sampling, env=e.job.design_id)
                       for e, adv in zip(trained, agent_adv) for turn in e.turns]
     scores = record.scores  # a waiting design (valid, not played: record.waiting) has no reward yet
     designs = [d for d in record.designs if d.id not in record.waiting]

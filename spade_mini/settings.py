@@ -8,6 +8,7 @@
         score     step 4   reward/scores.py ScoreSettings
         samples   step 6   the advantages, the invalid designs' rewards, the designer's share
         update    step 7   reinforce.py UpdateSettings
+        align     steps 7-8 alignment.py: how often, and who reads it (pool, memory)
 
 Every field is a flag's value or a count derived from flags (docs/flags.md); nothing here reads
 anything but the Config. A data-parallel rank designs its share of the regeneration's caps.
@@ -55,6 +56,16 @@ class SampleSettings:
 
 
 @dataclass(frozen=True)
+class AlignSettings:
+    every: int = 0               # measure every this many iterations (0: never)
+    pool: bool = False           # the pool's replay weight and retirement read it
+    memory: bool = False         # the memory ranks its references by it
+    tier: str = "starter"        # the run's example tier: the set is the other one's
+    setting: str = "games"
+    model: str = ""              # whose measured start rates choose the set's items
+
+
+@dataclass(frozen=True)
 class Settings:
     shape: Shape
     fill: FillSettings
@@ -64,6 +75,7 @@ class Settings:
     score: ScoreSettings
     samples: SampleSettings
     update: UpdateSettings
+    align: AlignSettings = AlignSettings()
 
     @classmethod
     def of(cls, cfg, world: int = 1) -> "Settings":
@@ -76,7 +88,8 @@ class Settings:
                    SampleSettings(cfg.normalize_std, "drop" if cfg.drop_invalid else cfg.invalid_reward_mode,
                                   cfg.invalid_reward, lowest_valid_reward(cfg.designer_reward, cfg.regret_estimator),
                                   cfg.designer_baseline, cfg.invalid_update_fraction, not cfg.no_designer_training),
-                   update_settings(cfg))
+                   update_settings(cfg), AlignSettings(cfg.alignment_every, cfg.alignment_pool, cfg.alignment_memory,
+                                                       cfg.examples, cfg.setting, cfg.model))
 
 
 def limits(cfg) -> SandboxLimits:

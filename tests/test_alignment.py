@@ -133,3 +133,78 @@ def test_the_alignment_set_is_nothing_the_run_trains_on_shows_or_evaluates(tier)
     jobs = alignment.alignment_jobs([(envs[0], 3), (envs[1], 4)], plays=2)
     assert [j.group for j in jobs] == [alignment.item_id(envs[0], 3)] * 2 + [alignment.item_id(envs[1], 4)] * 2
     assert alignment.in_band({"a": 0.0, "b": 0.1, "c": 0.5, "d": 0.95}) == ["b", "c"]
+
+
+def test_the_pool_weighs_by_alignment_and_retires_what_stays_misaligned():
+    from spade_mini.pool import MIN_WEIGHT, Pool, weight
+    assert weight(0.5) == 0.25 and weight(0.5, [1.0, 1.0]) == 0.5 and weight(0.5, [3.0]) == 0.5  # clipped at +1
+    assert weight(0.5, [-0.5, 0.5]) == 0.25 and weight(0.5, [9.0, 0.0, 0.0]) == 0.25  # the last two readings
+    assert weight(0.5, [-1.0, -2.0]) == MIN_WEIGHT
+    pool = Pool(window=4)
+    for name in ("honest", "leaky", "once"):
+        assert pool.admit(name, name, "games", "src", [1.0, 0.0], iteration=0)
+    pool.note_alignment({"honest": 0.8, "leaky": -1.5, "once": -3.0, "gone": 1.0})
+    assert pool.review(1) == []  # one reading below -1 is not yet "stays below"
+    pool.note_alignment({"honest": 0.1, "leaky": -1.2, "once": -0.9})
+    assert [(e.id, why) for e, why in pool.review(2)] == [("leaky", "misaligned")]
+    assert pool.ids() == {"honest", "once"} and pool.life_table()[0]["why"] == "misaligned"
+    restored = Pool.from_dict(pool.to_dict())
+    assert restored.get("honest").alignment == [0.8, 0.1]
+
+
+def test_the_memory_ranks_references_by_alignment_and_never_shows_a_misaligned_one():
+    import random
+    from spade_mini.designer import EnvRecord, Memory
+    memory = Memory()
+    for i, (regret, aligned) in enumerate([(0.9, None), (0.5, 0.9), (0.1, -2.0)]):
+        memory.add(EnvRecord(f"e{i}", 1, "games", "optimization", f"T{i}", f"class T{i}Env: pass", True, [],
+                             0.5, 0.9, regret, alignment=aligned))
+    picked = memory.select("optimization", random.Random(0), references=3).references
+    assert [r.id for r in picked if r.id != "e2"] and "e2" not in [r.id for r in picked]
+    order = sorted(reversed([r for r in memory.records if r.alignment is None or r.alignment >= -1]),
+                   key=lambda r: (-(r.alignment or 0.0), -(r.regret or 0.0)))
+    assert [r.id for r in order] == ["e1", "e0"]  # aligned before high regret
+    memory.note_alignment({"e0": 2.0})
+    assert memory.records[0].alignment == 2.0
+
+
+@pytest.mark.parametrize("use", ["pool", "off"])
+def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monkeypatch, use):
+    """Through the loop: parity games the scripted agent wins about half the time, and an
+    alignment set of parity games too; the update's readings reach the row, and the pool only
+    with --alignment-pool."""
+    import random
+    from scripted import parity_roles, parity_source
+    from spade_mini.config import Config
+    from spade_mini.designer import skills_for
+    from spade_mini.envs import HandEnv
+    from spade_mini.loop import State, one_iteration
+    even = {n: next(s for s in range(20) if random.Random(s).randint(n, n + 999) % 2 == 0) for n in (1000, 5000, 9000, 20000)}
+    items = [(HandEnv(f"par{n}", "games", "logical_deduction", "", parity_source(n)), s) for n, s in even.items()]
+    # every item's answer is \boxed{0}: the halves of the set pull the same way (a floor above 0)
+    monkeypatch.setattr(alignment, "chosen_items", lambda *a: (items, "four parity items"))
+    monkeypatch.setattr(alignment, "PLAYS", 8)
+    cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=8, max_turns=1, turn_max_new_tokens=8,
+                 hint_source="env", lr=1e-3, novelty=False, alignment_every=1, alignment_pool=use == "pool",
+                 pool_min=1)
+    torch.manual_seed(0)
+    state = State(parity_roles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None,
+                  None, random.Random(0))
+    record = one_iteration(state, cfg)
+    row = record.row
+    assert record.alignment_note == "four parity items" and row["alignment_set_rate"] > 0
+    assert row["alignment_floor"] == record.alignment_set.floor is not None
+    assert row["alignment_envs"] == len(record.alignment) >= 1 and row["time_align_s"] > 0
+    for env, reading in record.alignment.items():
+        assert reading == pytest.approx(record.watch.cos[env] / record.alignment_set.floor)
+    in_pool = {e.id: e.alignment for e in state.pool.envs}
+    assert in_pool and all(a == ([record.alignment[i]] if use == "pool" and i in record.alignment else [])
+                           for i, a in in_pool.items())
+
+
+def test_reading_alignment_without_measuring_it_is_one_sentence():
+    from spade_mini.config import Config, ConfigError
+    for flag in ("alignment_pool", "alignment_memory"):
+        with pytest.raises(ConfigError, match="--alignment-every 4"):
+            Config(**{flag: True})
+    assert Config(alignment_every=4, alignment_pool=True).alignment_pool

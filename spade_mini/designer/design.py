@@ -98,12 +98,12 @@ class DesignSettings:
     cap: int = 0             # designs written at most, valid or not (0: shape.ATTEMPTS_PER_SLOT a slot)
     max_seconds: float = 0.0  # no new call after this many seconds (0: no limit)
     levels: bool = True      # the prompt asks for difficulty levels
-    shared_first: bool = False  # the prompt opens with the contract and example (prompts.designer_prompt)
     repair: bool = False     # a slot's next attempt after a bug repairs its code, once
     edit_share: float = 0.0  # the share of slots whose first attempt edits a pool environment
     gate: GateSettings = GateSettings()
     novelty: bool = True     # the gate's re-skin check against the archive (off: exact copies only)
     workers: int = 2         # validations at once (threads that wait on sandbox children)
+    shared_first: bool = False  # the prompt opens with the contract and example (prompts.designer_prompt)
 
 
 def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memory: Memory | None,

@@ -55,6 +55,7 @@ class EnvRecord:
     written_as: str = "fresh"  # "fresh", "repair" or "edit" (design.py)
     parent: str | None = None  # the design a repair repairs, or the pool environment an edit edits
     shape: dict = field(default_factory=dict)  # what it asks (gate.shape_of: form, turns, example); {} unknown
+    alignment: float | None = None  # its latest alignment reading over the floor (alignment.py; --alignment-memory)
 
 
 @dataclass
@@ -105,9 +106,10 @@ class Memory:
 
     def select(self, skill: str, rng: random.Random, references: int = REFERENCES) -> Selection:
         same = [r for r in self.records if r.skill == skill and r.valid and len(r.source) <= REFERENCE_MAX_CHARS]
-        in_band = [r for r in same if within(r.no_hint_solve_rate, self.band)]
-        # newest first, then a stable sort by regret: ties go to the newer environment
-        in_band = sorted(reversed(in_band), key=lambda r: -(r.regret or 0.0))
+        in_band = [r for r in same if within(r.no_hint_solve_rate, self.band)
+                   and (r.alignment is None or r.alignment >= -1.0)]  # never a misaligned one
+        # newest first, then a stable sort by alignment, then regret: ties go to the newer environment
+        in_band = sorted(reversed(in_band), key=lambda r: (-(r.alignment or 0.0), -(r.regret or 0.0)))
         picked = rng.sample(in_band[:REFERENCE_POOL], min(references, len(in_band)))
         if len(picked) < references:
             unplayed = [r for r in same if r.no_hint_solve_rate is None]
@@ -122,6 +124,12 @@ class Memory:
         for r in self.records:
             if r.id == row["id"]:
                 r.level, r.levels, r.pool_rate, r.pool_exit = row["level"], row["levels"], row["rate"], row["why"]
+
+    def note_alignment(self, readings: dict[str, float]) -> None:
+        """Each environment's latest alignment reading over the floor: `select` ranks by it."""
+        for r in self.records:
+            if r.id in readings:
+                r.alignment = readings[r.id]
 
     def invalidate(self, env_id: str, reason: str) -> None:
         """An environment found broken after it validated (it crashed in play): invalid from now

@@ -58,11 +58,19 @@ def iteration_row(state, record, tokens_before: int, started: float) -> dict:
         "grad_norm": stats.grad_norm, "agent_grad_norm": stats.agent_grad_norm,
         "designer_grad_norm": stats.designer_grad_norm, "trained_tokens": stats.tokens,
         "update_skipped": stats.skipped, "drift_kl": drift_kl(policy, state.probe),
-        **pool_columns(b),
+        **pool_columns(b), **alignment_columns(r),
         "tokens_generated": tokens, "tokens_per_s": tokens / gen_s if gen_s > 0 else None,
         **{f"time_{k}_s": v for k, v in slowest.items()}, "peak_memory_mb": max(b["peak_memory_mb"]),
         "oom_retries": sum(b["oom_retries"]), **memory_counts(state.memory),
     }
+
+
+def alignment_columns(record) -> dict:
+    """The alignment set's floor and solve rate, and the readings (cosine over the floor) of the
+    environments measured (alignment.py); None where nothing was measured."""
+    s, readings = record.alignment_set, list(record.alignment.values())
+    return {"alignment_floor": s and s.floor, "alignment_set_rate": s and s.rate, "alignment_envs": len(readings),
+            "alignment_mean": mean(readings), "alignment_min": min(readings, default=None)}
 
 
 def pool_parts(pool, record) -> dict:
