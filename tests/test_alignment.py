@@ -208,3 +208,24 @@ def test_reading_alignment_without_measuring_it_is_one_sentence():
         with pytest.raises(ConfigError, match="--alignment-every 4"):
             Config(**{flag: True})
     assert Config(alignment_every=4, alignment_pool=True).alignment_pool
+
+
+def test_the_measured_items_are_chosen_in_band_spread_over_environments(tmp_path, monkeypatch):
+    import importlib.util
+    import json
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("alignment_set", Path(__file__).parents[1] / "bench" / "alignment_set.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rates = {("a", 0): 0.5, ("a", 1): 0.2, ("a", 2): 0.0, ("b", 0): 1.0, ("b", 1): 0.3, ("c", 5): 0.9}
+    assert bench.spread_items(rates, 8) == [("a", 0), ("b", 1), ("c", 5), ("a", 1)]
+    assert bench.spread_items(rates, 2) == [("a", 0), ("b", 1)]
+    envs = alignment.alignment_envs("starter", "games")
+    file = tmp_path / "set.json"
+    file.write_text(json.dumps({f"m/starter/games": {"items": [[envs[1].name, 3], ["gone", 1], [envs[0].name, 2]]}}))
+    monkeypatch.setattr(alignment, "MEASURED", file)
+    items, note = alignment.chosen_items("starter", "games", "m")
+    assert items == [(envs[1], 3), (envs[0], 2)] and "start rate" in note
+    items, note = alignment.chosen_items("starter", "games", "other")
+    assert len(items) == min(alignment.ITEMS, len(envs) * alignment.ITEMS) and "not measured" in note
+    assert len({(e.name, s) for e, s in items}) == len(items)
