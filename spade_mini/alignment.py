@@ -23,6 +23,7 @@ Shapes (legend: spade_mini/__init__.py): P trainable weights, flattened, float32
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,26 @@ def measure(state, settings, record) -> None:
     record.alignment_set = set_gradient(state.policy, state.optimizer, episodes, settings.update)
     if record.alignment_set.vector is not None:
         record.watch = EnvGradients(record.alignment_set.vector)
+
+
+def credit(state, settings, record) -> None:
+    """Before the advantages (step 6), in a measured iteration with --designer-alignment W: each
+    new design's reading, from the gradient of its own no-hint samples alone on the adapter that
+    wrote it (a small backward pass; the same direction the update's grouping finds), and
+    W x (1 + the reading clipped to [-1, 1]) / 2 added to its reward: never negative, so a valid
+    design still earns at least what `lowest_valid_reward` says. A design with no informative
+    sample has no reading and earns no term."""
+    weight, measured = settings.align.designer, record.alignment_set
+    if not weight or record.watch is None or measured.floor is None or measured.floor <= 0.0:
+        return
+    for p in record.fresh:
+        own = [e for e in record.trained if e.job.design_id == p.id]
+        cos = cosine(gradient(state.policy, state.optimizer, turn_samples(own), settings.update)[0], record.watch.target)
+        if cos is None or p.id not in record.scores:
+            continue
+        reading = record.credited[p.id] = cos / measured.floor
+        score = record.scores[p.id]
+        record.scores[p.id] = dataclasses.replace(score, reward=score.reward + weight * (1.0 + max(-1.0, min(1.0, reading))) / 2)
 
 
 def readings(record) -> dict[str, float]:

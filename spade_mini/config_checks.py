@@ -64,6 +64,8 @@ def check(cfg) -> None:
     if cfg.full_finetune and cfg.separate_adapters:
         raise ConfigError("--separate-adapters gives each role a LoRA adapter, which full "
                           "fine-tuning has none of; drop one of the two flags.")
-    if (cfg.alignment_pool or cfg.alignment_memory) and not cfg.alignment_every:
-        raise ConfigError("--alignment-pool and --alignment-memory read alignment, which --alignment-every 0 never "
-                          "measures; add --alignment-every 4 (or another count).")
+    if (cfg.alignment_pool or cfg.alignment_memory or cfg.designer_alignment) and not cfg.alignment_every:
+        raise ConfigError("--alignment-pool, --alignment-memory and --designer-alignment read alignment, which "
+                          "--alignment-every 0 never measures; add --alignment-every 4 (or another count).")
+    if not 0.0 <= cfg.designer_alignment <= 1.0:
+        raise ConfigError(f"--designer-alignment {cfg.designer_alignment} is a weight in [0, 1]; give e.g. 0.3.")

@@ -72,6 +72,7 @@ class Iteration:
     watch: object = None                             # alignment.py EnvGradients the update fills
     alignment: dict = field(default_factory=dict)    # environment id -> its cosine over the floor
     alignment_note: str = ""                         # where the set's items came from (its first measurement)
+    credited: dict = field(default_factory=dict)     # new design id -> the reading its reward was paid on
     # 9 the metrics row (run/row.py)
     row: dict = field(default_factory=dict)
 
@@ -125,11 +126,13 @@ def one_iteration(state: State, cfg, progress=None) -> Iteration:
     skill_of = {p.id: p.skill for p in record.playables}  # each skill's learning-potential averages move once
     state.potential.update_many(distributed.gather_concat([(skill_of[e.job.design_id], e.ret)
                                                            for e in record.trained])[0])
+    t = time.time()
+    alignment.measure(state, settings, record)  # (every --alignment-every) the alignment set's gradient,
+    alignment.credit(state, settings, record)   # and each new design's reading in its reward
+    record.times["align"] = time.time() - t
     update_samples(state, settings, record)  # 6. agent turns and designer completions, with advantages
     say("update")                            # 7. one update for both roles (one LoRA adapter, or every weight)
     t = time.time()
-    alignment.measure(state, settings, record)  # (every --alignment-every) the alignment set's gradient
-    record.times["align"], t = time.time() - t, time.time()
     counts = distributed.sum_over_ranks(role_token_counts(record.samples + record.left_out))
     record.stats = update(state.policy, record.samples, state.optimizer, settings.update, token_counts=counts,
                           sync_gradients=distributed.all_reduce_gradients, watch=record.watch)

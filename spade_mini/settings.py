@@ -60,6 +60,7 @@ class AlignSettings:
     every: int = 0               # measure every this many iterations (0: never)
     pool: bool = False           # the pool's replay weight and retirement read it
     memory: bool = False         # the memory ranks its references by it
+    designer: float = 0.0        # its weight in a new design's reward (paid in the design's own iteration)
     tier: str = "starter"        # the run's example tier: the set is the other one's
     setting: str = "games"
     model: str = ""              # whose measured start rates choose the set's items
@@ -89,7 +90,7 @@ class Settings:
                                   cfg.invalid_reward, lowest_valid_reward(cfg.designer_reward, cfg.regret_estimator),
                                   cfg.designer_baseline, cfg.invalid_update_fraction, not cfg.no_designer_training),
                    update_settings(cfg), AlignSettings(cfg.alignment_every, cfg.alignment_pool, cfg.alignment_memory,
-                                                       cfg.examples, cfg.setting, cfg.model))
+                                                       cfg.designer_alignment, cfg.examples, cfg.setting, cfg.model))
 
 
 def limits(cfg) -> SandboxLimits:

@@ -204,9 +204,11 @@ def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monk
 
 def test_reading_alignment_without_measuring_it_is_one_sentence():
     from spade_mini.config import Config, ConfigError
-    for flag in ("alignment_pool", "alignment_memory"):
+    for flag, value in (("alignment_pool", True), ("alignment_memory", True), ("designer_alignment", 0.3)):
         with pytest.raises(ConfigError, match="--alignment-every 4"):
-            Config(**{flag: True})
+            Config(**{flag: value})
+    with pytest.raises(ConfigError, match="weight in"):
+        Config(alignment_every=1, designer_alignment=2.0)
     assert Config(alignment_every=4, alignment_pool=True).alignment_pool
 
 
@@ -229,3 +231,41 @@ def test_the_measured_items_are_chosen_in_band_spread_over_environments(tmp_path
     items, note = alignment.chosen_items("starter", "games", "other")
     assert len(items) == min(alignment.ITEMS, len(envs) * alignment.ITEMS) and "not measured" in note
     assert len({(e.name, s) for e, s in items}) == len(items)
+
+
+def test_a_new_designs_reward_gains_its_reading_in_its_own_iteration(tiny_policy, monkeypatch):
+    """The same iteration twice, from the same state and seeds, with --designer-alignment 0 and
+    0.5: each new design's reward differs by 0.5 x (1 + its reading clipped) / 2, and its reading
+    (its own samples' backward pass) is the one the update's grouping finds."""
+    import copy
+    import random
+    from scripted import parity_roles, parity_source
+    from spade_mini.config import Config
+    from spade_mini.designer import skills_for
+    from spade_mini.envs import HandEnv
+    from spade_mini.loop import State, one_iteration
+    even = {n: next(s for s in range(20) if random.Random(s).randint(n, n + 999) % 2 == 0) for n in (1000, 5000, 9000)}
+    items = [(HandEnv(f"par{n}", "games", "logical_deduction", "", parity_source(n)), s) for n, s in even.items()]
+    monkeypatch.setattr(alignment, "chosen_items", lambda *a: (items, "parity items"))
+    monkeypatch.setattr(alignment, "PLAYS", 8)
+    start = {k: v.detach().clone() for k, v in tiny_policy.model.state_dict().items()}
+    records = {}
+    for w in (0.0, 0.5):
+        tiny_policy.model.load_state_dict(start)
+        cfg = Config(model="tiny", designs_per_iteration=3, plays_per_design=8, max_turns=1, turn_max_new_tokens=8,
+                     hint_source="env", lr=1e-3, novelty=False, alignment_every=1, designer_alignment=w)
+        torch.manual_seed(1)
+        state = State(parity_roles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"),
+                      None, None, random.Random(1))
+        records[w] = one_iteration(state, cfg)
+    plain, paid = records[0.0], records[0.5]
+    tiny_policy.model.load_state_dict(start)
+    assert plain.credited == {} and paid.credited and paid.row["alignment_credited"] == len(paid.credited)
+    for d0, d1 in zip(plain.designs, paid.designs):
+        assert d0.id == d1.id
+        reading = paid.credited.get(d1.id)
+        bonus = 0.0 if reading is None else 0.5 * (1 + max(-1.0, min(1.0, reading))) / 2
+        assert d1.reward == pytest.approx(d0.reward + bonus)
+        if reading is not None:
+            assert reading == pytest.approx(paid.alignment[d1.id], abs=1e-4)
+    assert len({round(r, 3) for r in paid.credited.values()}) == len(paid.credited)

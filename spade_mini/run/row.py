@@ -70,7 +70,8 @@ def alignment_columns(record) -> dict:
     environments measured (alignment.py); None where nothing was measured."""
     s, readings = record.alignment_set, list(record.alignment.values())
     return {"alignment_floor": s and s.floor, "alignment_set_rate": s and s.rate, "alignment_envs": len(readings),
-            "alignment_mean": mean(readings), "alignment_min": min(readings, default=None)}
+            "alignment_mean": mean(readings), "alignment_min": min(readings, default=None),
+            "alignment_credited": len(record.credited)}
 
 
 def pool_parts(pool, record) -> dict:
