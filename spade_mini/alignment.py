@@ -34,9 +34,9 @@ from spade_mini.agent import Job, Playable, play_episodes
 from spade_mini.envs import TIERS, HandEnv
 from spade_mini.reinforce import Sample, accumulate_within_plan, micro_batch_logprobs, pad_of, role_token_counts
 from spade_mini.reward import group_advantages
-from spade_mini.reward.bands import within
+from spade_mini.reward.bands import ALIGNMENT_BAND, within
 
-RATE_BAND = (0.1, 0.9)  # an item's start rate must lie here to be in the set
+RATE_BAND = ALIGNMENT_BAND  # an item's start rate must lie here to be in the set (reward/bands.py)
 ITEMS, PLAYS = 8, 4     # the set's items at most, and the episodes each plays a measurement
 MEASURED = Path(__file__).with_name("alignment_set.json")  # bench/alignment_set.py's items per model
 OTHER_TIER = {"starter": "standard", "standard": "starter"}

@@ -168,11 +168,10 @@ def test_the_memory_ranks_references_by_alignment_and_never_shows_a_misaligned_o
     assert memory.records[0].alignment == 2.0
 
 
-@pytest.mark.parametrize("use", ["pool", "off"])
-def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monkeypatch, use):
+def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monkeypatch):
     """Through the loop: parity games the scripted agent wins about half the time, and an
-    alignment set of parity games too; the update's readings reach the row, and the pool only
-    with --alignment-pool."""
+    alignment set of parity games too; the update's readings reach the row and the pool
+    (--alignment-pool; without it the pool holds none: the next test)."""
     import random
     from scripted import parity_roles, parity_source
     from spade_mini.config import Config
@@ -185,8 +184,8 @@ def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monk
     monkeypatch.setattr(alignment, "chosen_items", lambda *a: (items, "four parity items"))
     monkeypatch.setattr(alignment, "PLAYS", 8)
     cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=8, max_turns=1, turn_max_new_tokens=8,
-                 hint_source="env", lr=1e-3, novelty=False, alignment_every=1, alignment_pool=use == "pool",
-                 pool_min=1)
+                 hint_source="env", lr=1e-3, novelty=False, alignment_every=1, alignment_pool=True, pool_min=1,
+                 drift_probe=0)
     torch.manual_seed(0)
     state = State(parity_roles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None,
                   None, random.Random(0))
@@ -198,8 +197,8 @@ def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monk
     for env, reading in record.alignment.items():
         assert reading == pytest.approx(record.watch.cos[env] / record.alignment_set.floor)
     in_pool = {e.id: e.alignment for e in state.pool.envs}
-    assert in_pool and all(a == ([record.alignment[i]] if use == "pool" and i in record.alignment else [])
-                           for i, a in in_pool.items())
+    assert in_pool and all(a == ([record.alignment[i]] if i in record.alignment else []) for i, a in in_pool.items())
+    assert any(in_pool.values())
 
 
 def test_reading_alignment_without_measuring_it_is_one_sentence():
@@ -253,11 +252,13 @@ def test_a_new_designs_reward_gains_its_reading_in_its_own_iteration(tiny_policy
     for w in (0.0, 0.5):
         tiny_policy.model.load_state_dict(start)
         cfg = Config(model="tiny", designs_per_iteration=3, plays_per_design=8, max_turns=1, turn_max_new_tokens=8,
-                     hint_source="env", lr=1e-3, novelty=False, alignment_every=1, designer_alignment=w)
+                     hint_source="env", lr=1e-3, novelty=False, alignment_every=1, designer_alignment=w,
+                     drift_probe=0)
         torch.manual_seed(1)
         state = State(parity_roles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"),
                       None, None, random.Random(1))
         records[w] = one_iteration(state, cfg)
+        assert state.pool.envs and not any(e.alignment for e in state.pool.envs)  # no --alignment-pool
     plain, paid = records[0.0], records[0.5]
     tiny_policy.model.load_state_dict(start)
     assert plain.credited == {} and paid.credited and paid.row["alignment_credited"] == len(paid.credited)

@@ -10,6 +10,10 @@ against a band, each for a reason of its own, so each has its own name:
                                  [0.4, 0.6], falling linearly to 0 at 0.15 and at 0.85.
     GATE            (0.0, 1.0)   the gated blend (regret.designer_reward): regret is paid only
                                  strictly inside, where some plays won and some lost.
+    ALIGNMENT_BAND  (0.1, 0.9)   the alignment set (alignment.py): an item's start rate lies
+                                 inside it or on its edge (the starting policy is neither always
+                                 right nor always wrong); POOL_BAND's numbers,
+                                 another reason.
 
 Plain numbers, no imports: config.py, pool.py, the memory and the reward all read them here.
 """
@@ -17,6 +21,7 @@ POOL_BAND = (0.1, 0.9)
 REFERENCE_BAND = (0.15, 0.85)
 PLATEAU = (0.15, 0.4, 0.6, 0.85)
 GATE = (0.0, 1.0)
+ALIGNMENT_BAND = POOL_BAND
 
 
 def inside(rate: float | None, band: tuple[float, float]) -> bool:
