@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spade_mini.evaluation import curve  # noqa: E402
+from spade_mini.reward.bands import EVIDENCE_BAND, within  # noqa: E402
 
 # Every arm shares the active pool with levels; they differ only in what fills it (--pool-fill).
 # "plain" (round four's fixed rotation, no levels) is read from the summary, no longer run.
@@ -130,6 +131,52 @@ def arm_table(runs: dict[str, dict]) -> dict:
     return out
 
 
+MARGIN = 0.03  # the non-inferiority margin registered in docs/learning-curves.md ("both" against "fixed")
+
+
+def last_transfer(rec: dict) -> dict:
+    """A run's transfer outcomes at its last point (suite -> score -> outcomes), {} before one."""
+    its = [it for it in rec["transfer"] if it >= 0]
+    return rec["transfer"][max(its)] if its else {}
+
+
+def outside_evidence(start_transfer: dict, score: str = "strict") -> dict[str, list[str]]:
+    """Per transfer suite, the environments whose start rate lies outside EVIDENCE_BAND."""
+    out = {}
+    for suite, scores in start_transfer.items():
+        by: dict[str, list[float]] = {}
+        for key, solved in scores.get(score, {}).items():
+            by.setdefault(curve.env_of(key), []).append(solved)
+        out[suite] = sorted(env for env, v in by.items() if not within(sum(v) / len(v), EVIDENCE_BAND))
+    return out
+
+
+def against(records: dict[str, dict], arm: str = "both", base: str = "fixed", score: str = "strict",
+            exclude: dict[str, list[str]] | None = None) -> dict:
+    """Arm against arm on the same items at their last points: for each seed both arms finished,
+    each transfer suite and the suites pooled (items "<suite>/<env>/<seed>"), `curve.compare`
+    of the base arm's outcomes with the arm's (McNemar p on the items, and the interval clustered
+    by environment, the registered primary test); over those seeds, each delta's mean with its t
+    interval. `exclude[suite]`: environments left out of the evidence. `non_inferior`: the pooled
+    clustered low end above -MARGIN in every seed (None without a seed)."""
+    exclude = exclude or {}
+    runs = {arm_seed(k): r for k, r in records.items() if r["finished"]}
+    seeds = sorted(s for a, s in runs if a == arm and (base, s) in runs)
+    per_seed = {}
+    for seed in seeds:
+        mine, theirs = last_transfer(runs[(arm, seed)]), last_transfer(runs[(base, seed)])
+        suites = sorted(set(mine) & set(theirs))
+        row = {suite: curve.compare(theirs[suite][score], mine[suite][score], exclude.get(suite, ())) for suite in suites}
+        pooled = [{f"{suite}/{k}": v for suite in suites for k, v in side[suite][score].items()} for side in (theirs, mine)]
+        row["pooled"] = curve.compare(*pooled, [f"{suite}/{env}" for suite in suites for env in exclude.get(suite, ())])
+        per_seed[seed] = row
+    names = sorted({suite for row in per_seed.values() for suite in row})
+    return {"arm": arm, "base": base, "score": score, "seeds": per_seed,
+            "over_seeds": {suite: curve.over_seeds([row[suite]["delta"] for row in per_seed.values() if suite in row])
+                           for suite in names},
+            "non_inferior": all(row["pooled"]["cluster_low"] > -MARGIN for row in per_seed.values()) if per_seed else None}
+
+
 def summarize(settings: dict, start: dict, records: dict[str, dict]) -> dict:
     """The whole summary: evidence, every run's points and transfer, the arm table, and the raw
     outcomes (packed) that let another machine continue from this file alone."""
@@ -140,7 +187,10 @@ def summarize(settings: dict, start: dict, records: dict[str, dict]) -> dict:
     return {"version": VERSION, "settings": settings,
             "evidence": {"distinct": len(keys), "saturated": exclude, "never_solved": curve.never_solved(sets),
                          "items": sum(curve.env_of(k) not in exclude for k in keys)},
-            "runs": runs, "arms": arm_table(runs), "raw": pack_raw(start, records)}
+            "runs": runs, "arms": arm_table(runs),
+            "against": {f"{arm} vs fixed": against(records, arm, exclude=outside_evidence(start["transfer"]))
+                        for arm in ("both", "spade")},
+            "raw": pack_raw(start, records)}
 
 
 def pack_raw(start: dict, records: dict[str, dict]) -> dict:

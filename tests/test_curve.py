@@ -116,6 +116,37 @@ def test_the_summary_alone_rebuilds_every_run():
     assert arm["transfer"]["no_example"]["lenient"]["delta"]["mean"] == 0.0
 
 
+def test_arm_against_arm_pairs_the_same_items_per_seed_and_pools_the_suites():
+    """Two seeds both arms finished (a third with one arm only is left out): per seed, each suite
+    and the suites pooled compare the base arm's last outcomes with the arm's on the same items,
+    McNemar and clustered by environment; over seeds, the mean delta."""
+    from curve_summary import MARGIN, against
+
+    def run(finished, a, b):
+        return {"finished": finished, "iterations": [], "evals": {},
+                "transfer": {-1: {}, 5: {"s1": {"strict": outcomes(a)}, "s2": {"strict": outcomes(b)}}}}
+    records = {"d-fixed-s0": run(True, {"e": "0000", "f": "0011"}, {"g": "01"}),
+               "d-both-s0": run(True, {"e": "0111", "f": "0011"}, {"g": "11"}),
+               "d-fixed-s1": run(True, {"e": "0000", "f": "0000"}, {"g": "00"}),
+               "d-both-s1": run(True, {"e": "0000", "f": "0001"}, {"g": "00"}),
+               "d-both-s2": run(True, {"e": "1111", "f": "1111"}, {"g": "11"}),
+               "d-fixed-s3": run(False, {"e": "1111", "f": "1111"}, {"g": "11"})}
+    got = against(records)
+    assert sorted(got["seeds"]) == ["0", "1"]
+    s0 = got["seeds"]["0"]
+    assert (s0["s1"]["n"], s0["s1"]["delta"], s0["s2"]["delta"]) == (8, 3 / 8, 1 / 2)
+    assert s0["pooled"]["n"] == 10 and s0["pooled"]["delta"] == pytest.approx(4 / 10)
+    assert s0["pooled"]["clusters"] == 3 and 0 < s0["s1"]["p"] <= 1
+    assert got["over_seeds"]["pooled"]["mean"] == pytest.approx((4 / 10 + 1 / 10) / 2)
+    assert got["non_inferior"] == all(r["pooled"]["cluster_low"] > -MARGIN for r in got["seeds"].values())
+    left_out = against(records, exclude={"s1": ["f"]})["seeds"]["0"]
+    assert left_out["s1"]["n"] == 4 and left_out["pooled"]["n"] == 6
+    assert against(records, arm="spade")["non_inferior"] is None  # no seed with both arms
+    from curve_summary import outside_evidence
+    start = {"s1": {"strict": outcomes({"e": "0" * 20, "f": "0" * 19 + "1", "h": "0011"})}, "s2": {"strict": {}}}
+    assert outside_evidence(start) == {"s1": ["e"], "s2": []}  # f starts at 0.05: inside, on the edge
+
+
 def test_train_writes_the_curve_and_the_warm_started_policy(tmp_path):
     """A tiny starter-tier run with a one-step warm start: the warm-started weights are a
     checkpoint of their own (before iteration 0), every point of the curve, the warm start's

@@ -14,6 +14,8 @@ against a band, each for a reason of its own, so each has its own name:
                                  inside it or on its edge (the starting policy is neither always
                                  right nor always wrong); POOL_BAND's numbers,
                                  another reason.
+    EVIDENCE_BAND   (0.05, 0.95) the curve's transfer suites: only the items of environments whose
+                                 start rate lies inside it or on its edge count as evidence.
 
 Plain numbers, no imports: config.py, pool.py, the memory and the reward all read them here.
 """
@@ -22,6 +24,7 @@ REFERENCE_BAND = (0.15, 0.85)
 PLATEAU = (0.15, 0.4, 0.6, 0.85)
 GATE = (0.0, 1.0)
 ALIGNMENT_BAND = POOL_BAND
+EVIDENCE_BAND = (0.05, 0.95)
 
 
 def inside(rate: float | None, band: tuple[float, float]) -> bool:
