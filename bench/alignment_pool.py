@@ -21,24 +21,16 @@ import json
 import math
 import random
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from warm_policy import ROOT, bench_config, cpu_name, warm_policy
 
-import torch  # noqa: E402
-
-from spade_mini import warmstart  # noqa: E402
-from spade_mini.cli import main_config  # noqa: E402
-from spade_mini.designer import Corpus, extract_code, skills_for  # noqa: E402
-from spade_mini.envs import TIERS, tier  # noqa: E402
-from spade_mini.loop import State, one_iteration  # noqa: E402
-from spade_mini.policy import load_policy, make_optimizer  # noqa: E402
-from spade_mini.pool import Pool  # noqa: E402
-from spade_mini.run.planning import fit_plan  # noqa: E402
+from spade_mini.designer import extract_code, skills_for
+from spade_mini.envs import TIERS, tier
+from spade_mini.loop import State, one_iteration
+from spade_mini.policy import make_optimizer
+from spade_mini.pool import Pool
 
 LABELS = ROOT / "tests" / "golden" / "valid_design_labels.json"
 
@@ -87,23 +79,14 @@ def correlation(pairs: list[tuple[float, float]]) -> list[float | None]:
 
 
 def main() -> int:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--per-kind", type=int, default=3, help="labelled designs of each kind injected")
     parser.add_argument("--use", choices=("pool", "off"), default="pool")
     parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-    flags = extra if "--preset" in extra else ["--preset", "cpu-smoke", *extra]
-    flags += ["--pool-fill", "examples", "--alignment-every", "1"] + (["--alignment-pool"] if args.use == "pool" else [])
-    cfg = main_config(flags, prog="bench/alignment_pool.py")
-    torch.manual_seed(cfg.seed)
-    policy = load_policy(cfg)
-    fit_plan(policy, cfg)
-    if cfg.warm_start_steps > 0:
-        warmstart.warm_start(policy, cfg, None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words))
+    args, cfg = bench_config(parser, "bench/alignment_pool.py", lambda args: [
+        "--pool-fill", "examples", "--alignment-every", "1", *(["--alignment-pool"] if args.use == "pool" else [])])
+    policy = warm_policy(cfg)
     state = State(policy, make_optimizer(policy.model, cfg.lr), skills_for(cfg.setting), None, None, random.Random(cfg.seed),
                   examples=tier(cfg.examples, cfg.setting),
                   probe_sources=[e.source for e in tier(cfg.examples, cfg.setting, held_out=True)])
@@ -131,8 +114,7 @@ def main() -> int:
     life = state.pool.life_table()
     align_s = sum(r["time_align_s"] for r in rows)
     rest_s = sum(r["time_total_s"] for r in rows) - align_s
-    cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(
-        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), "unknown")
+    cpu = cpu_name()
     print("\n| kind | environments read | mean reading [95% interval over environments] |\n|---|---|---|")
     for k, (m, lo, hi) in per_kind.items():
         n = sum(kind_of(e) == k for e in by_env)

@@ -14,23 +14,14 @@ model, tier and setting plays those items; others play unmeasured items and say 
 """
 import argparse
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from warm_policy import bench_config, cpu_name, warm_policy
 
-import torch  # noqa: E402
-
-from spade_mini import alignment, warmstart  # noqa: E402
-from spade_mini.agent import play_episodes  # noqa: E402
-from spade_mini.cli import main_config  # noqa: E402
-from spade_mini.designer import Corpus  # noqa: E402
-from spade_mini.policy import load_policy  # noqa: E402
-from spade_mini.run.planning import fit_plan  # noqa: E402
-from spade_mini.settings import play_settings  # noqa: E402
+from spade_mini import alignment
+from spade_mini.agent import play_episodes
+from spade_mini.settings import play_settings
 
 
 def spread_items(rates: dict[tuple[str, int], float], limit: int) -> list[tuple[str, int]]:
@@ -45,21 +36,13 @@ def spread_items(rates: dict[tuple[str, int], float], limit: int) -> list[tuple[
 
 
 def main() -> int:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=8, help="candidate seeds per environment")
     parser.add_argument("--plays", type=int, default=8, help="no-hint episodes per candidate item")
     parser.add_argument("--batch", type=int, default=64, help="episodes per play_episodes call")
     parser.add_argument("--out", type=Path, default=alignment.MEASURED)
-    args = parser.parse_args(argv)
-    cfg = main_config(extra if "--preset" in extra else ["--preset", "cpu-smoke", *extra], prog="bench/alignment_set.py")
-    torch.manual_seed(cfg.seed)
-    policy = load_policy(cfg)
-    fit_plan(policy, cfg)
-    if cfg.warm_start_steps > 0:
-        warmstart.warm_start(policy, cfg, None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words))
+    args, cfg = bench_config(parser, "bench/alignment_set.py")
+    policy = warm_policy(cfg)
     envs = alignment.alignment_envs(cfg.examples, cfg.setting)
     items = [(env, seed) for env in envs for seed in range(args.seeds)]
     jobs = alignment.alignment_jobs(items, args.plays)
@@ -77,8 +60,7 @@ def main() -> int:
     for env in envs:
         print(f"| {env.name} | " + " | ".join(f"{rates[(env.name, s)]:.2f}" for s in range(args.seeds)) + " |")
     print(f"\n{len(chosen)} items in {alignment.RATE_BAND}: {chosen}")
-    cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(
-        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), "unknown")
+    cpu = cpu_name()
     measured = json.loads(args.out.read_text()) if args.out.exists() else {}
     measured[f"{cfg.model}/{cfg.examples}/{cfg.setting}"] = {
         "items": [list(i) for i in chosen], "rates": {f"{n}#{s}": r for (n, s), r in rates.items()},

@@ -13,23 +13,13 @@ with the CPU and the seconds. A family whose generator fails here is listed with
 """
 import argparse
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from warm_policy import bench_config, cpu_name, warm_policy
 
-import torch  # noqa: E402
-
-from spade_mini import warmstart  # noqa: E402
-from spade_mini.cli import main_config  # noqa: E402
-from spade_mini.designer import Corpus  # noqa: E402
 from spade_mini.evaluation.benchmarks import (BOX_INSTRUCTION, EASY_BOX_INSTRUCTION, RG_EASY, Item,  # noqa: E402
                                               need, score_reasoning_gym)
-from spade_mini.policy import load_policy  # noqa: E402
-from spade_mini.run.planning import fit_plan  # noqa: E402
 
 SELECT_SEED = 7 * 10**6  # never a curve seed (those start at fixed_set.EVAL_SEED = 10**6, a few hundred on)
 RATE_RANGE = (0.1, 0.7)
@@ -50,20 +40,12 @@ def candidate_items(name: str, easy: bool, n: int, seed: int) -> list[Item]:
 
 
 def main() -> int:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=24, help="questions per candidate")
     parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
+    args, cfg = bench_config(parser, "bench/rg_select.py")
     need("reasoning_gym")
-    cfg = main_config(extra if "--preset" in extra else ["--preset", "cpu-smoke", *extra], prog="bench/rg_select.py")
-    torch.manual_seed(cfg.seed)
-    policy = load_policy(cfg)
-    fit_plan(policy, cfg)
-    if cfg.warm_start_steps > 0:
-        warmstart.warm_start(policy, cfg, None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words))
+    policy = warm_policy(cfg)
     t0, rows = time.time(), []
     for name in CANDIDATES:
         for easy in ((True, False) if name in RG_EASY else (False,)):
@@ -87,10 +69,8 @@ def main() -> int:
     chosen = [r["candidate"] for r in rows if r.get("chosen")]
     print(f"\n{len(chosen)} of {len(rows)} candidates in {RATE_RANGE}: {chosen}")
     if args.json:
-        cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(
-            ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), "unknown")
         args.json.write_text(json.dumps({"model": cfg.model, "preset": cfg.preset, "items": args.items,
-                                         "seed": SELECT_SEED, "tokens": cfg.turn_max_new_tokens, "cpu": cpu,
+                                         "seed": SELECT_SEED, "tokens": cfg.turn_max_new_tokens, "cpu": cpu_name(),
                                          "seconds": round(time.time() - t0), "rows": rows}, indent=1) + "\n")
     return 0
 

@@ -215,6 +215,8 @@ def test_the_measured_items_are_chosen_in_band_spread_over_environments(tmp_path
     import importlib.util
     import json
     from pathlib import Path
+    import sys
+    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))  # as a script finds its neighbours
     spec = importlib.util.spec_from_file_location("alignment_set", Path(__file__).parents[1] / "bench" / "alignment_set.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
