@@ -46,6 +46,7 @@ from spade_mini.run.row import peak_memory_mb  # noqa: E402
 from spade_mini.policy import ModelError, PlanError, load_policy  # noqa: E402
 from spade_mini.reinforce import make_optimizer  # noqa: E402
 from spade_mini.run import Reporter, RunDir, WriteError, distributed  # noqa: E402
+from spade_mini import alignment  # noqa: E402
 from spade_mini.fill import own_examples  # noqa: E402
 from spade_mini.gate import describe  # noqa: E402
 from spade_mini.pool import Pool  # noqa: E402
@@ -101,6 +102,9 @@ try:
     corpus = None if cfg.no_corpus else Corpus.load(cfg.corpus, cfg.corpus_max_words)
     policy = load_policy(cfg, verbose=main)
     fit_plan(policy, cfg, say=say)  # the memory plan: on a CPU by this run's need; printed in one line
+    if cfg.alignment_every and not alignment.measurable(policy):
+        fail(f"alignment copies the trainable weights' gradient, and this run trains more than "
+             f"{alignment.FLAT_LIMIT:,}; train a LoRA adapter (leave out --full-finetune) or leave out --alignment-every.")
 except (SkillError, CorpusError, ModelError, PlanError) as e:
     fail(str(e))
 say(f"sandbox: {', '.join(available_layers())}", flush=True)  # the layers every child gets

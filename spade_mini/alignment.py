@@ -16,8 +16,12 @@ small set every `--alignment-every` iterations:
   agent's micro-batches by environment, so g_env is the accumulated gradient after its
   micro-batches minus before: no second backward pass (`EnvGradients`, reinforce.update's watch);
 - alignment(env) = cos(g_env, g_set), read against a noise floor: the cosine of the gradients of
-  the set's two halves (its items taken alternately). An environment whose samples all have
-  advantage 0 adds no gradient and gets no alignment.
+  the set's two halves (its items taken alternately), the set's agreement with itself. A reading
+  is cos / floor, so 1 is "as aligned as half the set is with the other half". Two cautions: the
+  whole set is less noisy than a half (by about sqrt(2)), so readings run high; and a small floor
+  inflates every reading, so below FLOOR_MIN no environment is read (the set cannot tell a
+  direction from noise then). An environment whose samples all have advantage 0 adds no
+  gradient and gets no reading.
 
 Shapes (legend: spade_mini/__init__.py): P trainable weights, flattened, float32.
 """
@@ -41,6 +45,7 @@ ITEMS, PLAYS = 8, 4     # the set's items at most, and the episodes each plays a
 MEASURED = Path(__file__).with_name("alignment_set.json")  # bench/alignment_set.py's items per model
 OTHER_TIER = {"starter": "standard", "standard": "starter"}
 FLAT_LIMIT = 100_000_000  # trainable weights up to which gradients are copied (full fine-tuning: none)
+FLOOR_MIN = 0.1  # the least agreement of the set's halves at which readings are taken
 
 
 def alignment_envs(tier: str, setting: str) -> list[HandEnv]:
@@ -161,6 +166,10 @@ class EnvGradients:
     cos: dict = field(default_factory=dict)
     norm: dict = field(default_factory=dict)
 
+    def reset(self) -> None:
+        """Forget what an attempt of the update saw (it is started over with zeroed gradients)."""
+        self.env, self.before, self.cos, self.norm = None, None, {}, {}
+
     def __call__(self, env: str | None, params) -> None:
         if env == self.env:
             return
@@ -189,29 +198,33 @@ def measure(state, settings, record) -> None:
 
 def credit(state, settings, record) -> None:
     """Before the advantages (step 6), in a measured iteration with --designer-alignment W: each
-    new design's reading, from the gradient of its own no-hint samples alone on the adapter that
-    wrote it (a small backward pass; the same direction the update's grouping finds), and
-    W x (1 + the reading clipped to [-1, 1]) / 2 added to its reward: never negative, so a valid
-    design still earns at least what `lowest_valid_reward` says. A design with no informative
-    sample has no reading and earns no term."""
+    new design's reading, from the gradient of its own no-hint samples alone, on the weights
+    that wrote it, before the update (the agent's adapter under --separate-adapters): a small
+    backward pass, the direction the update's grouping finds (with --normalize-std the update
+    scales advantages per group, so only nearly). W x (1 + the reading clipped to [-1, 1]) / 2 is
+    added to its reward: never negative, so a valid design still earns at least what
+    `lowest_valid_reward` says. A design with no informative sample has no reading and earns the
+    neutral W / 2 (no evidence either way)."""
     weight, measured = settings.align.designer, record.alignment_set
-    if not weight or record.watch is None or measured.floor is None or measured.floor <= 0.0:
+    if not weight or record.watch is None or measured.floor is None or measured.floor < FLOOR_MIN:
         return
     for p in record.fresh:
+        if p.id not in record.scores:
+            continue
         own = [e for e in record.trained if e.job.design_id == p.id]
         cos = cosine(gradient(state.policy, state.optimizer, turn_samples(own), settings.update)[0], record.watch.target)
-        if cos is None or p.id not in record.scores:
-            continue
-        reading = record.credited[p.id] = cos / measured.floor
+        reading = 0.0 if cos is None else cos / measured.floor
+        if cos is not None:
+            record.credited[p.id] = reading
         score = record.scores[p.id]
         record.scores[p.id] = dataclasses.replace(score, reward=score.reward + weight * (1.0 + max(-1.0, min(1.0, reading))) / 2)
 
 
 def readings(record) -> dict[str, float]:
     """After the update: each environment's cosine over the noise floor (none when the set's
-    halves do not agree, floor <= 0: the set cannot tell a direction from noise then)."""
+    halves agree less than FLOOR_MIN: the set cannot tell a direction from noise then)."""
     floor = record.alignment_set.floor if record.alignment_set else None
-    if record.watch is None or floor is None or floor <= 0.0:
+    if record.watch is None or floor is None or floor < FLOOR_MIN:
         return {}
     return {env: cos / floor for env, cos in record.watch.cos.items() if cos is not None}
 

@@ -137,7 +137,7 @@ class Config:
     alignment_pool: bool = False
     """The pool uses alignment: an environment's replay weight is p(1 - p) times 1 plus its recent alignment over the floor (clipped to [-1, 1]), and one whose last two readings are below minus the floor leaves ("misaligned"); for every environment, whoever wrote it."""
     designer_alignment: float = 0.0
-    """The weight W of alignment in a design's reward, paid in its own admission iteration on the adapter that wrote it: W x (1 + its reading clipped to [-1, 1]) / 2, its reading from a backward pass over its own no-hint samples before the update (0: regret alone, the paper's; needs --alignment-every, and is paid in the iterations it measures)."""
+    """The weight W of alignment in a design's reward, paid in its own admission iteration on the weights that wrote it, before the update: W x (1 + its reading clipped to [-1, 1]) / 2 (no reading: W / 2), its reading from a backward pass over its own no-hint samples (0: regret alone, the paper's; needs --alignment-every, and is paid in the iterations it measures)."""
     alignment_memory: bool = False
     """The designer's memory ranks its references by alignment (measured in the design's admission iteration, after its reward was paid) and never shows a misaligned one."""
     regret_estimator: str = "debiased"

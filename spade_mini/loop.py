@@ -137,8 +137,8 @@ def one_iteration(state: State, cfg, progress=None) -> Iteration:
     record.stats = update(state.policy, record.samples, state.optimizer, settings.update, token_counts=counts,
                           sync_gradients=distributed.all_reduce_gradients, watch=record.watch)
     record.times["update"] = time.time() - t
-    alignment.note(state, settings, record)  # each environment's alignment, to the pool and memory
     remember(state, record)                  # 8. every design attempt, with its stats
+    alignment.note(state, settings, record)  # each environment's alignment, to the pool and memory
     state.iteration += 1
     record.row = iteration_row(state, record, tokens_before, started)  # 9. the whole batch's metrics row
     return record

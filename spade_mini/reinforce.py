@@ -228,6 +228,8 @@ def accumulate_within_plan(policy, live: list[Sample], optimizer, logprob_fn: Lo
         while True:
             batches = micro_batches(live, settings.micro_batch, plan, by_env=watch is not None)
             optimizer.zero_grad(set_to_none=True)
+            if watch is not None:
+                watch.reset()  # an attempt cut by out-of-memory left readings of gradients now zeroed
             try:
                 return accumulate(policy, model, batches, logprob_fn, pad_id, counts, settings.designer_weight, watch)
             except RuntimeError as e:

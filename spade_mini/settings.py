@@ -89,8 +89,9 @@ class Settings:
                    SampleSettings(cfg.normalize_std, "drop" if cfg.drop_invalid else cfg.invalid_reward_mode,
                                   cfg.invalid_reward, lowest_valid_reward(cfg.designer_reward, cfg.regret_estimator),
                                   cfg.designer_baseline, cfg.invalid_update_fraction, not cfg.no_designer_training),
-                   update_settings(cfg), AlignSettings(cfg.alignment_every, cfg.alignment_pool, cfg.alignment_memory,
-                                                       cfg.designer_alignment, cfg.examples, cfg.setting, cfg.model))
+                   update_settings(cfg), AlignSettings(
+                       every=cfg.alignment_every, pool=cfg.alignment_pool, memory=cfg.alignment_memory,
+                       designer=cfg.designer_alignment, tier=cfg.examples, setting=cfg.setting, model=cfg.model))
 
 
 def limits(cfg) -> SandboxLimits:
@@ -111,10 +112,11 @@ def gate_settings(cfg) -> GateSettings:
 def design_settings(cfg, world: int = 1) -> DesignSettings:
     shape = Shape.of(cfg)
     share = lambda n: -(-n // world)  # noqa: E731  (a rank's part of a cap, rounded up)
-    return DesignSettings(cfg.design_max_new_tokens, cfg.temperature, cfg.memory_references,
-                          share(shape.valid_wanted), cfg.design_retries, share(shape.design_cap),
-                          cfg.design_seconds, cfg.design_levels, cfg.design_repair, cfg.design_edits,
-                          gate_settings(cfg), cfg.novelty)
+    return DesignSettings(max_new_tokens=cfg.design_max_new_tokens, temperature=cfg.temperature,
+                          references=cfg.memory_references, until_valid=share(shape.valid_wanted),
+                          retries=cfg.design_retries, cap=share(shape.design_cap), max_seconds=cfg.design_seconds,
+                          levels=cfg.design_levels, repair=cfg.design_repair, edit_share=cfg.design_edits,
+                          gate=gate_settings(cfg), novelty=cfg.novelty)
 
 
 def update_settings(cfg) -> UpdateSettings:

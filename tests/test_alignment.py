@@ -57,6 +57,31 @@ def test_alignment_on_a_table_checked_by_hand():
     assert "no_signal" not in watch.cos  # advantage 0: no gradient, no alignment
 
 
+def test_an_update_started_over_after_running_out_of_memory_reads_each_environment_once():
+    """Under a memory plan an out-of-memory error restarts the accumulation with zeroed gradients:
+    the watch forgets the cut attempt, and the readings are those of an update without the error."""
+    from types import SimpleNamespace
+    samples = [Sample([0], [1], 1.0, "agent", env="a"), Sample([0], [0], -1.0, "agent", env="a"),
+               Sample([1], [1], 1.0, "agent", env="b"), Sample([1], [0], -1.0, "agent", env="b")]
+    target = torch.tensor([0.5, -0.5, 0.3, -0.3])
+    calls = []
+
+    def flaky(model, prompts, completions, pad_id, samplings):
+        calls.append(len(prompts))
+        if len(calls) == 2:
+            raise RuntimeError("CPU: can't allocate memory (simulated)")
+        return table_logprobs(model, prompts, completions, pad_id, samplings)
+
+    readings = []
+    for logprob_fn in (table_logprobs, flaky):
+        plan = SimpleNamespace(update_tokens=100, update_limit=100, survived=lambda *a: None)
+        watch, model = alignment.EnvGradients(target), Table()
+        update(BareModel(model, plan=plan), samples, torch.optim.SGD(model.parameters(), lr=0.0),
+               UpdateSettings(micro_batch=2), logprob_fn=logprob_fn, watch=watch)
+        readings.append(watch.cos)
+    assert len(calls) > 2 and readings[1] == pytest.approx(readings[0]) and set(readings[0]) == {"a", "b"}
+
+
 def test_micro_batches_hold_one_environment_each_when_grouped():
     samples = [Sample([1], [2], 1.0, "agent", env=e) for e in "abab"] + [Sample([1], [2], 1.0, "designer")] * 3
     grouped = micro_batches(samples, 3, by_env=True)
@@ -153,29 +178,34 @@ def test_the_pool_weighs_by_alignment_and_retires_what_stays_misaligned():
 
 
 def test_the_memory_ranks_references_by_alignment_and_never_shows_a_misaligned_one():
+    """Ten designs in band: two of high regret and no reading, six aligned of low regret, two
+    misaligned of the highest regret. A prompt draws its references from the six best ranked:
+    by alignment first, the aligned six always; by regret alone, the misaligned would lead."""
     import random
     from spade_mini.designer import EnvRecord, Memory
+    from spade_mini.designer.memory import REFERENCE_POOL
+    assert REFERENCE_POOL == 6
     memory = Memory()
-    for i, (regret, aligned) in enumerate([(0.9, None), (0.5, 0.9), (0.1, -2.0)]):
-        memory.add(EnvRecord(f"e{i}", 1, "games", "optimization", f"T{i}", f"class T{i}Env: pass", True, [],
+    kinds = [("unread", 0.8, None)] * 2 + [("aligned", 0.1, 0.5)] * 6 + [("misaligned", 0.95, -2.0)] * 2
+    for i, (kind, regret, aligned) in enumerate(kinds):
+        memory.add(EnvRecord(f"{kind}{i}", 1, "games", "optimization", f"T{i}", f"class T{i}Env: pass", True, [],
                              0.5, 0.9, regret, alignment=aligned))
-    picked = memory.select("optimization", random.Random(0), references=3).references
-    assert [r.id for r in picked if r.id != "e2"] and "e2" not in [r.id for r in picked]
-    order = sorted(reversed([r for r in memory.records if r.alignment is None or r.alignment >= -1]),
-                   key=lambda r: (-(r.alignment or 0.0), -(r.regret or 0.0)))
-    assert [r.id for r in order] == ["e1", "e0"]  # aligned before high regret
-    memory.note_alignment({"e0": 2.0})
-    assert memory.records[0].alignment == 2.0
+    seen = {r.id.rstrip("0123456789") for seed in range(40)
+            for r in memory.select("optimization", random.Random(seed), references=3).references}
+    assert seen == {"aligned"}
+    memory.note_alignment({"misaligned8": 0.9, "misaligned9": 0.2, "aligned2": -1.5})
+    seen = {r.id for seed in range(40) for r in memory.select("optimization", random.Random(seed), references=3).references}
+    assert "misaligned8" in seen and "aligned2" not in seen
 
 
 def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monkeypatch):
     """Through the loop: parity games the scripted agent wins about half the time, and an
-    alignment set of parity games too; the update's readings reach the row and the pool
+    alignment set of parity games too; the update's readings reach the row, the pool and the memory
     (--alignment-pool; without it the pool holds none: the next test)."""
     import random
     from scripted import parity_roles, parity_source
     from spade_mini.config import Config
-    from spade_mini.designer import skills_for
+    from spade_mini.designer import Memory, skills_for
     from spade_mini.envs import HandEnv
     from spade_mini.loop import State, one_iteration
     even = {n: next(s for s in range(20) if random.Random(s).randint(n, n + 999) % 2 == 0) for n in (1000, 5000, 9000, 20000)}
@@ -184,11 +214,11 @@ def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monk
     monkeypatch.setattr(alignment, "chosen_items", lambda *a: (items, "four parity items"))
     monkeypatch.setattr(alignment, "PLAYS", 8)
     cfg = Config(model="tiny", designs_per_iteration=2, plays_per_design=8, max_turns=1, turn_max_new_tokens=8,
-                 hint_source="env", lr=1e-3, novelty=False, alignment_every=1, alignment_pool=True, pool_min=1,
-                 drift_probe=0)
+                 hint_source="env", lr=1e-3, novelty=False, alignment_every=1, alignment_pool=True,
+                 alignment_memory=True, pool_min=1, drift_probe=0)
     torch.manual_seed(0)
     state = State(parity_roles(tiny_policy), make_optimizer(tiny_policy.model, cfg.lr), skills_for("games"), None,
-                  None, random.Random(0))
+                  Memory(), random.Random(0))
     record = one_iteration(state, cfg)
     row = record.row
     assert record.alignment_note == "four parity items" and row["alignment_set_rate"] > 0
@@ -199,6 +229,8 @@ def test_an_iteration_measures_alignment_and_the_pool_reads_it(tiny_policy, monk
     in_pool = {e.id: e.alignment for e in state.pool.envs}
     assert in_pool and all(a == ([record.alignment[i]] if i in record.alignment else []) for i, a in in_pool.items())
     assert any(in_pool.values())
+    remembered = {r.id: r.alignment for r in state.memory.records if r.id in record.alignment}
+    assert remembered and remembered == {i: record.alignment[i] for i in remembered}  # in the admission iteration
 
 
 def test_reading_alignment_without_measuring_it_is_one_sentence():
@@ -264,11 +296,12 @@ def test_a_new_designs_reward_gains_its_reading_in_its_own_iteration(tiny_policy
     plain, paid = records[0.0], records[0.5]
     tiny_policy.model.load_state_dict(start)
     assert plain.credited == {} and paid.credited and paid.row["alignment_credited"] == len(paid.credited)
+    assert paid.alignment_set.floor >= alignment.FLOOR_MIN
     for d0, d1 in zip(plain.designs, paid.designs):
         assert d0.id == d1.id
-        reading = paid.credited.get(d1.id)
-        bonus = 0.0 if reading is None else 0.5 * (1 + max(-1.0, min(1.0, reading))) / 2
+        reading = paid.credited.get(d1.id, 0.0)  # no reading: the neutral W / 2
+        bonus = 0.5 * (1 + max(-1.0, min(1.0, reading))) / 2 if d1.id in paid.scores else 0.0
         assert d1.reward == pytest.approx(d0.reward + bonus)
-        if reading is not None:
+        if d1.id in paid.credited:
             assert reading == pytest.approx(paid.alignment[d1.id], abs=1e-4)
     assert len({round(r, 3) for r in paid.credited.values()}) == len(paid.credited)

@@ -126,7 +126,9 @@ class Memory:
                 r.level, r.levels, r.pool_rate, r.pool_exit = row["level"], row["levels"], row["rate"], row["why"]
 
     def note_alignment(self, readings: dict[str, float]) -> None:
-        """Each environment's latest alignment reading over the floor: `select` ranks by it."""
+        """Each environment's latest alignment reading over the floor: `select` ranks by it, and
+        never shows one whose latest reading is below -1 (the pool waits for two in a row: a
+        reference shown to the designer costs more than a replay)."""
         for r in self.records:
             if r.id in readings:
                 r.alignment = readings[r.id]

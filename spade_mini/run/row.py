@@ -39,7 +39,7 @@ def iteration_row(state, record, tokens_before: int, started: float) -> dict:
     })
     slowest = {k: max(t.get(k, 0.0) for t in b["times"]) for k in b["times"][0]}  # the batch waits for it
     tokens, stats = sum(b["tokens"]), r.stats
-    gen_s = max(t.get("design", 0.0) + t.get("hint", 0.0) + t.get("play", 0.0) for t in b["times"])
+    gen_s = max(sum(t.get(k, 0.0) for k in ("design", "hint", "play", "align")) for t in b["times"])
     return {
         "iteration": r.number, "designs": len(b["valid"]), "environments": len(b["environments"]),
         "valid_fraction": mean(b["valid"]), "valid_designs": sum(b["valid"]),
