@@ -9,6 +9,7 @@ an item), so `load_previous` can rebuild the records of runs whose directories a
 a later sitting continues from the committed summary alone.
 """
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,8 +73,20 @@ def record(run: Path, iterations: int) -> dict:
     table: each environment it held, admitted when, its levels and moves, plays, why it left."""
     from spade_mini.evaluation.plots import life_table
     metrics = [{k: r.get(k) for k in KEPT} for r in rows(run / "metrics.jsonl") if r["iteration"] >= 0]
+    frozen = json.loads((run / FROZEN).read_text()) if (run / FROZEN).is_file() else {}
     return {"finished": finished(run, iterations), "evals": evaluations(run), "transfer": transfers(run),
-            "iterations": metrics, "life": life_table(run)}
+            "iterations": metrics, "life": life_table(run), **({"frozen": frozen} if frozen else {})}
+
+
+FROZEN = "frozen.json"  # in a run folder: what the run was started with (learning_curve.freeze)
+
+
+def code_version() -> dict:
+    """The commit and the tree of the code a run trains with (spade_mini/ and train.py): a commit
+    that changes only docs or benches keeps the tree, so a run may resume across it."""
+    git = lambda *a: subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    return {"commit": git("rev-parse", "HEAD"), "code": git("rev-parse", "HEAD:spade_mini") + ":" +
+            git("rev-parse", "HEAD:train.py"), "dirty": bool(git("status", "--porcelain", "spade_mini", "train.py"))}
 
 
 def seconds_at(iterations: list[dict], it: int) -> float:
@@ -107,7 +120,7 @@ def run_summary(rec: dict, start: dict, exclude: list[str]) -> dict:
             "transfer": {"iteration": last_t, **compare_transfer(start["transfer"], rec["transfer"][last_t])}
             if last_t is not None else {},
             "start_per_env": per_env(start["evals"]), "final_per_env": per_env(last),
-            "life": rec.get("life", [])}
+            "life": rec.get("life", []), "frozen": rec.get("frozen", {})}
 
 
 def arm_table(runs: dict[str, dict]) -> dict:
@@ -204,7 +217,8 @@ def pack_raw(start: dict, records: dict[str, dict]) -> dict:
             "start": {"evals": curve.pack(start["evals"], keys), "transfer": packed({-1: start["transfer"]})[-1]},
             "runs": {k: {"finished": r["finished"], "iterations": r["iterations"],
                          "evals": {it: curve.pack(o, keys) for it, o in r["evals"].items()},
-                         "transfer": packed(r["transfer"]), **({"life": r["life"]} if "life" in r else {})}
+                         "transfer": packed(r["transfer"]),
+                         **{k: r[k] for k in ("life", "frozen") if k in r}}
                      for k, r in records.items()}}
 
 
@@ -218,7 +232,7 @@ def unpack_raw(raw: dict) -> tuple[dict, dict[str, dict]]:
     start = {"evals": curve.unpack(raw["start"]["evals"], keys), "transfer": transfer({-1: raw["start"]["transfer"]})[-1]}
     runs = {k: {"finished": r["finished"], "iterations": r["iterations"], "transfer": transfer(r["transfer"]),
                 "evals": {int(it): curve.unpack(p, keys) for it, p in r["evals"].items()},
-                **({"life": r["life"]} if "life" in r else {})} for k, r in raw["runs"].items()}
+                **{k: r[k] for k in ("life", "frozen") if k in r}} for k, r in raw["runs"].items()}
     return start, runs
 
 

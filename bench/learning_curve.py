@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from curve_summary import (ARMS, arm_seed, evaluations, load_previous, record, run_name,  # noqa: E402
-                           summarize, transfers)
+from curve_summary import (ARMS, FROZEN, arm_seed, code_version, evaluations, load_previous, record,  # noqa: E402
+                           run_name, summarize, transfers)
 
 
 def train(cmd: list[str], log: Path, threads: int) -> int:
@@ -55,6 +55,23 @@ def train(cmd: list[str], log: Path, threads: int) -> int:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(log, "a") as out:
         return subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+
+
+def freeze(run: Path, cmd: list[str]) -> str | None:
+    """Write what a run starts with into its folder (the code's commit and tree, the command, the
+    CPU); a run that resumes must train the same code: else the sentence that stops it."""
+    now = code_version()
+    if (run / FROZEN).is_file():
+        was = json.loads((run / FROZEN).read_text())
+        if was["code"] != now["code"]:
+            return (f"{run.name} started with the code of commit {was['commit'][:10]} and this checkout trains other "
+                    "code; nothing changes mid-arm: check that commit out to finish it, or start the run anew.")
+        return None
+    cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(
+        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), "unknown")
+    run.mkdir(parents=True, exist_ok=True)
+    (run / FROZEN).write_text(json.dumps({**now, "command": cmd[1:], "cpu": cpu}, indent=1) + "\n")
+    return None
 
 
 def ci(m: dict, fmt: str = "+.3f") -> str:
@@ -239,6 +256,9 @@ def main() -> int:
             resume = ["--resume"] if (run_dir / key / "config.json").is_file() else []
             cmd = [sys.executable, str(ROOT / "train.py"), *common, "--iterations", str(args.iterations),
                    "--eval-start", "false", "--seed", str(seed), "--name", key, *ARMS[arm], *resume]
+            if refused := freeze(run_dir / key, cmd):
+                print(refused, flush=True)
+                return 2
             code = train(cmd, run_dir / f"{key}.log", threads)
             print(f"{key}: {'done' if code == 0 else f'failed ({code})'} after {(time.time() - t0) / 60:.1f} min", flush=True)
             if code == 0:

@@ -147,6 +147,30 @@ def test_arm_against_arm_pairs_the_same_items_per_seed_and_pools_the_suites():
     assert outside_evidence(start) == {"s1": ["e"], "s2": []}  # f starts at 0.05: inside, on the edge
 
 
+def test_a_run_is_frozen_at_its_start_and_refuses_to_resume_on_other_code(tmp_path):
+    """learning_curve.freeze writes the code's commit and tree, the command and the CPU into the run
+    folder; the summary carries them (and rebuilds them from its raw part); a resume on other code
+    is one sentence."""
+    from curve_summary import FROZEN, code_version, record, summarize, unpack_raw
+    from learning_curve import freeze
+    run = tmp_path / "d-both-s0"
+    assert freeze(run, ["python", "train.py", "--pool-fill", "both"]) is None
+    frozen = json.loads((run / FROZEN).read_text())
+    assert frozen["code"] == code_version()["code"] and frozen["command"] == ["train.py", "--pool-fill", "both"]
+    assert frozen["commit"] and frozen["cpu"]
+    assert freeze(run, ["python", "train.py"]) is None  # the same code: it may resume
+    rec = record(run, 2)
+    assert rec["frozen"] == frozen
+    start = {"evals": outcomes({"a": "01"}), "transfer": {}}
+    rec["evals"] = {1: outcomes({"a": "11"})}
+    summary = summarize({"seeds": [0]}, start, {"d-both-s0": rec})
+    assert summary["runs"]["d-both-s0"]["frozen"] == frozen
+    assert unpack_raw(json.loads(json.dumps(summary))["raw"])[1]["d-both-s0"]["frozen"] == frozen
+    (run / FROZEN).write_text(json.dumps({**frozen, "code": "another:tree"}))
+    refused = freeze(run, ["python", "train.py"])
+    assert refused and "nothing changes mid-arm" in refused and frozen["commit"][:10] in refused
+
+
 def test_train_writes_the_curve_and_the_warm_started_policy(tmp_path):
     """A tiny starter-tier run with a one-step warm start: the warm-started weights are a
     checkpoint of their own (before iteration 0), every point of the curve, the warm start's
