@@ -67,10 +67,9 @@ def freeze(run: Path, cmd: list[str]) -> str | None:
             return (f"{run.name} started with the code of commit {was['commit'][:10]} and this checkout trains other "
                     "code; nothing changes mid-arm: check that commit out to finish it, or start the run anew.")
         return None
-    cpu = next((line.split(":", 1)[1].strip() for line in subprocess.run(
-        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), "unknown")
+    from spade_mini.policy.dtypes import cpu_name
     run.mkdir(parents=True, exist_ok=True)
-    (run / FROZEN).write_text(json.dumps({**now, "command": cmd[1:], "cpu": cpu}, indent=1) + "\n")
+    (run / FROZEN).write_text(json.dumps({**now, "command": cmd[1:], "cpu": cpu_name()}, indent=1) + "\n")
     return None
 
 

@@ -1,11 +1,10 @@
 """What a model bench shares: its own flags before `--`, train.py's flags after it (the preset
 defaults to cpu-smoke), and the policy loaded, fitted to the memory plan and warm-started as
-train.py does. Also the CPU's name for the JSON a bench writes.
+train.py does. `cpu_name` (policy/dtypes.py) names the CPU in the JSON a bench writes.
 
     args, cfg = bench_config(parser, "bench/x.py")
     policy = warm_policy(cfg)
 """
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from spade_mini import warmstart  # noqa: E402
 from spade_mini.cli import main_config  # noqa: E402
 from spade_mini.designer import Corpus  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
+from spade_mini.policy.dtypes import cpu_name  # noqa: E402,F401 (the CPU's name, for the benches' JSON)
 from spade_mini.run.planning import fit_plan  # noqa: E402
 
 
@@ -41,6 +41,3 @@ def warm_policy(cfg):
     return policy
 
 
-def cpu_name() -> str:
-    return next((line.split(":", 1)[1].strip() for line in subprocess.run(
-        ["lscpu"], capture_output=True, text=True).stdout.splitlines() if line.startswith("Model name")), "unknown")
