@@ -74,6 +74,83 @@ def test_a_hint_naming_an_initial_that_two_candidates_share_gives_nothing_away()
     assert verdict(hinted).stage == "valid"  # every name starts with A: it leaves three
 
 
+
+SUM = '''import random
+
+
+class SumEnv:
+    """Add two numbers."""
+
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        self.a, self.b = rng.randint(10, 99), rng.randint(10, 99)
+        return f"Now: what is {self.a} + {self.b}?", {}
+
+    def step(self, action):
+        won = action.strip() == "\\\\boxed{%d}" % (self.a + self.b)
+        return ("Right." if won else "Wrong."), float(won), True, False, {}
+
+    def hint(self):
+        return "Add the tens, then the ones."
+
+    def solution(self):
+        return ["\\\\boxed{%d}" % (self.a + self.b)]
+'''
+
+
+@pytest.mark.parametrize("name, broken", [
+    ("the result printed after the sum", SUM.replace('what is {self.a} + {self.b}?"',
+                                                     '{self.a} + {self.b} = {self.a + self.b}. What is the sum?"')),
+    ("a sum whose second term is always 0", SUM.replace("rng.randint(10, 99), rng.randint(10, 99)",
+                                                        "rng.randint(10, 99), 0")),
+])
+def test_an_answer_that_stands_at_one_place_of_the_question_is_refused_and_its_twin_passes(name, broken):
+    """Not marked up, the answer printed as a number at one fixed place of the question: a copier
+    of that place wins every seed. The twin (the honest sum) passes every check."""
+    assert verdict(SUM).stage == "valid"
+    result = verdict(broken)
+    assert result.stage == "given_away" and "number after" in result.reasons[0], (name, result.reasons)
+
+
+def test_a_question_that_pays_its_own_words_is_refused_and_a_choice_between_named_ones_passes():
+    """"What is the fox?" paid with "fox", or "At the left end?" with "left end": the question's
+    own words at one place win every seed. A choice ("Ann or Bob: who is cheaper?") and a quoted
+    sentence to work on ("the last word of '...'?") are read, not copied."""
+    from spade_mini.gate.answers import given_away
+    rng = random.Random(2)
+    animals, places = "fox dog cat owl hen yak elk ant".split(), ["left end", "right end", "middle"]
+    own, place, choice, quoted = [], [], [], []
+    for seed in range(16):
+        a, b = rng.sample(animals, 2)
+        own.append((seed, f"Now: the {a} is big, the {b} is small. What is the {a}?", (f"\\boxed{{{a}}}",), None))
+        at = rng.choice(places)
+        place.append((seed, f"Now: left to right: {a}, {b}. At the {at}?", (f"\\boxed{{{at}}}",), None))
+        pa, pb = rng.sample(range(2, 30), 2)
+        choice.append((seed, f"Now: {a} asks {pa} coins, {b} asks {pb}. {a} or {b}: who is cheaper?",
+                       (f"\\boxed{{{a if pa < pb else b}}}",), None))
+        quoted.append((seed, f'Now: the last word of "the {b} saw the {a}"?', (f"\\boxed{{{a}}}",), None))
+    assert "question's last word" in given_away(own)[0]
+    assert "question after its first 2 words" in given_away(place)[0]
+    assert given_away(choice) == [] and given_away(quoted) == []
+
+
+def test_a_repeating_pattern_or_a_choice_of_two_is_not_a_copy():
+    """A fixed place that holds the answer by chance (one of two numbers) or because the pattern
+    repeats ("3 5 1 3 5 1 3 5 ?": the answer shown twice before) is read, not copied."""
+    from spade_mini.gate.answers import given_away
+    rng = random.Random(1)
+    pattern, choice = [], []
+    for seed in range(16):
+        row = rng.sample(range(10), 3)
+        pattern.append((seed, f"Now: {' '.join(map(str, row * 3))} ?", (f"\\boxed{{{row[0]}}}",), None))
+        a, b = rng.sample(range(10, 99), 2)
+        choice.append((seed, f"Now: which is smaller, {a} or {b}?", (f"\\boxed{{{min(a, b)}}}",), None))
+    assert given_away(pattern) == [] and given_away(choice) == []
+    printed = [(s, f"Now: {o.split()[1]} twice is {2 * int(o.split()[1])}. What is twice it?",
+                (f"\\boxed{{{2 * int(o.split()[1])}}}",), None) for s, o, _, _ in pattern]
+    assert given_away(printed) and "second number" in given_away(printed)[0]
+
+
 COIN = '''import random
 
 
@@ -100,7 +177,8 @@ def test_a_coin_flip_whose_observations_never_repeat_is_refused_and_its_twin_pas
     observation differ, and the answer a coin flip. Changing the reset's draws finds it."""
     result = verdict(COIN)
     assert result.stage == "decided" and "changing random draw" in result.reasons[0], result.reasons
-    shown = COIN.replace("Round {self.round}: cat", "Round {self.round} ({self.animal} won): cat")
+    before = "{dict(cat='fox', dog='cat', owl='dog', fox='owl')[self.animal]}"
+    shown = COIN.replace("Round {self.round}: cat", "Round {self.round} (the winner follows %s in cat, dog, owl, fox): cat" % before)
     assert verdict(shown).stage == "valid"
 
 

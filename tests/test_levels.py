@@ -250,7 +250,8 @@ class WriteNumberEnv:
     def reset(self, seed=None, options=None):
         level = (options or {}).get("level", 0)
         self.n = random.Random(seed).randint(100, 999)
-        told = "%d" % self.n if level == 0 or self.n % 2 == 0 else "the number after %d" % (self.n - 1)
+        told = ("the number after %d" % (self.n - 1) if level == 0 or self.n % 2 == 0
+                else "the number before %d" % (self.n + 1))
         return "Write %s as \\\\boxed{n}." % told, {}
 
     def step(self, action):
@@ -270,13 +271,13 @@ def test_admission_climbs_a_design_too_easy_at_level_0_to_its_first_level_in_ban
 
     from spade_mini.loop import one_iteration
 
-    def first_number(chat):  # as the agent, box the first number of the observation
-        return "\\boxed{%s}" % re.findall(r"\d+", chat[-1]["content"].split("Observation:")[-1])[0]
+    def one_more(chat):  # as the agent, box the observation's first number plus one
+        return "\\boxed{%d}" % (int(re.findall(r"\d+", chat[-1]["content"].split("Observation:")[-1])[0]) + 1)
 
     cfg = _cfg(designs_per_iteration=1, plays_per_design=8, episodes_per_iteration=32, max_turns=1,
                turn_max_new_tokens=16)
     state = _state(tiny_policy, cfg)
-    state.policy = ScriptedPlayer(tiny_policy, first_number, lambda chat: f"```python\n{CLIMB}```")
+    state.policy = ScriptedPlayer(tiny_policy, one_more, lambda chat: f"```python\n{CLIMB}```")
     row, designs, playables, episodes, scores = parts(one_iteration(state, cfg))
     assert designs[0].valid and scores[designs[0].id].no_hint_solve_rate == 1.0  # too easy at level 0
     (env,) = state.pool.envs

@@ -6,9 +6,14 @@ None), and refuses on most seeds, not on one (a chance match is not a habit):
 
     given_away  a copier wins: the first observation shows the one winning action itself, in
                 a \\boxed{...} or in quotes (its first or last such), on most seeds: an example
-                line that works this very instance, an answer printed in the text. Position
-                alone is not the test (a player taking the word at one fixed place rightly wins
-                "say the last word"), only a copy of marked-up text.
+                line that works this very instance, an answer printed in the text. Unmarked, a
+                copier wins on more than three seeds in four by taking one fixed place of the
+                question (after its last "Now:"): its first, second, third, last, second or third
+                last number ("53 / 14 = 3.79?", "twice that is 14", "7 modulo 12" with 7 always
+                below 12), or its first or last sentence. A number the question shows twice or
+                more is a repeating pattern's material, never a copy; words are not copied by
+                place (a player taking the word at one fixed place rightly wins "say the last
+                word"), and a choice of two wins that often by chance about once in a hundred.
     hint        hint() gives the answer away (reward/leaks.py: the answer, its markup, or a part
                 of it that with the observation leaves one candidate) on at least half the seeds.
     question    the question asks for an extreme ("cheapest", "largest", "youngest") and the
@@ -23,13 +28,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from spade_mini.reward.leaks import answer_of, leaked_answer, tokens
+from spade_mini.reward.leaks import TOKEN, answer_of, leaked_answer, tokens
 
 BOXED, QUOTED = re.compile(r"\\boxed\{([^{}]*)\}"), re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"")
 LOW = frozenset("cheapest cheaper least lowest lower smallest smaller fewest fewer shortest shorter youngest younger "
                 "lightest lighter nearest closest earliest minimum".split())
 HIGH = frozenset("dearest priciest expensive most highest higher largest larger biggest bigger greatest greater "
                  "longest longer oldest older heaviest heavier farthest furthest latest tallest taller maximum".split())
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 MIN_READ = 4  # seeds on which the question check must apply before it refuses
 
 
@@ -37,10 +43,50 @@ def _quotes(obs: str) -> list[str]:
     return [a or b for a, b in QUOTED.findall(obs)]
 
 
-COPIES = {"the first \\boxed{} it shows": lambda o: (BOXED.findall(o) or [None])[0],
+def _words(text: str) -> list[str]:
+    """The words and numbers of `text`, their case kept (a copy that changes case is a transform)."""
+    return TOKEN.findall(text)
+
+
+def _numbers(obs: str) -> list[str | None]:
+    """The question's numbers, each in its place; a number it shows twice or more (a repeating
+    pattern's material, read rather than copied) stands as None."""
+    numbers = [w for w in _words(_asked(obs)) if NUMBER.fullmatch(w)]
+    return [w if numbers.count(w) == 1 else None for w in numbers]
+
+
+def _sentences(obs: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+|\n", _asked(obs)) if len(_words(s)) >= 3]
+
+
+def _question(obs: str) -> list[str]:
+    """The words of the last sentence that ends in "?", quoted text left out (a quoted sentence
+    is material to work on: "the last word of '...'?")."""
+    asked = re.findall(r"[^.?!\n]*\?", QUOTED.sub(" ", _asked(obs)))
+    return _words(asked[-1]) if asked else []
+
+
+def _question_words(obs: str) -> list[str]:
+    """The question's words without its numbers (the numbers have their own places)."""
+    return [w for w in _question(obs) if not NUMBER.fullmatch(w)]
+
+
+def _nth(items: list, n: int):
+    return items[n] if -len(items) <= n < len(items) else None
+
+
+SLOTS = {0: "first", 1: "second", 2: "third", -1: "last", -2: "second last", -3: "third last"}
+MARKED = {"the first \\boxed{} it shows": lambda o: (BOXED.findall(o) or [None])[0],
           "the last \\boxed{} it shows": lambda o: (BOXED.findall(o) or [None])[-1],
           "the first quoted text": lambda o: (_quotes(o) or [None])[0],
           "the last quoted text": lambda o: (_quotes(o) or [None])[-1]}
+PLACED = {**{f"the {name} number after \"Now:\"": (lambda o, n=n: _nth(_numbers(o), n)) for n, name in SLOTS.items()},
+          "the first sentence after \"Now:\"": lambda o: _nth(_sentences(o), 0),
+          "the last sentence after \"Now:\"": lambda o: _nth(_sentences(o), -1),
+          **{f"the question's {name} word": (lambda o, n=n: _nth(_question_words(o), n)) for n, name in SLOTS.items()},
+          **{f"the question after its first {k} words": (lambda o, k=k: " ".join(_question(o)[k:]) or None)
+             for k in (1, 2, 3)}}
+COPIES = [(MARKED, 1 / 2), (PLACED, 3 / 4)]  # copiers, and the share of seeds a winner must exceed
 
 
 def _first_answer(actions) -> str | None:
@@ -49,17 +95,19 @@ def _first_answer(actions) -> str | None:
 
 
 def given_away(seen: list[tuple]) -> list[str]:
-    """A copy of marked-up text wins the episode: the first observation shows a one-action answer
-    that changes with the instance (a text shown the same on most seeds is an option or a
-    format, \\boxed{0} for even, \\boxed{1} for odd: a constant player, the solution stage's)."""
-    one_shot = [(obs, actions) for _, obs, actions, _ in seen if len(actions) == 1]
-    for name, copy in COPIES.items():
-        copied = [None if copy(obs) is None else " ".join(tokens(copy(obs))) for obs, _ in one_shot]
-        wins = sum(c is not None and c == _first_answer(actions) for c, (_, actions) in zip(copied, one_shot))
-        varied = 2 * max(Counter(copied).values(), default=0) <= len(seen)
-        if 2 * wins > len(seen) and varied:
-            return [f"the observation gives the answer away: replying with {name} wins {wins} of {len(seen)} seeds; "
-                    "show the task, never its answer (an example line must work another instance)"]
+    """A copier wins the episode: the first observation shows a one-action answer that changes
+    with the instance, marked up or at one place (module docstring). A text shown the same on most
+    seeds is an option or a format, \\boxed{0} for even, \\boxed{1} for odd: a constant player,
+    the solution stage's."""
+    one_shot = [(obs, answer_of(actions[0])) for _, obs, actions, _ in seen if len(actions) == 1]
+    for copiers, share in COPIES:
+        for name, copy in copiers.items():
+            copied = [None if copy(obs) is None else " ".join(_words(copy(obs))) for obs, _ in one_shot]
+            wins = sum(c is not None and a is not None and c == " ".join(_words(a)) for c, (_, a) in zip(copied, one_shot))
+            varied = 2 * max(Counter(copied).values(), default=0) <= len(seen)
+            if wins > share * len(seen) and varied:
+                return [f"the observation gives the answer away: replying with {name} wins {wins} of {len(seen)} "
+                        "seeds; show the task, never its answer (an example line must work another instance)"]
     return []
 
 
