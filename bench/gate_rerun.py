@@ -36,8 +36,7 @@ sys.path.insert(0, str(ROOT))
 from spade_mini.config import Config  # noqa: E402
 from spade_mini.designer import extract_code  # noqa: E402
 from spade_mini.envs.actions import as_played  # noqa: E402
-from spade_mini.gate import ANSWER_SEEDS, Archive, admit, check  # noqa: E402
-from spade_mini.gate.answers import given_away, leaky_hint, wrong_question  # noqa: E402
+from spade_mini.gate import ANSWER_SEEDS, TEXT_CHECKS, Archive, admit, check  # noqa: E402
 from spade_mini.reward.invalidity import INVALID_STAGES  # noqa: E402
 from spade_mini.sandbox import SandboxError, solve  # noqa: E402
 from spade_mini.sandbox.env import SEED_BOUND  # noqa: E402
@@ -69,8 +68,8 @@ def every_check(code: str, gate, key: str, archive: Archive) -> dict:
     except SandboxError as exc:
         return {**out, "texts": f"unread: {exc}"}
     seen = [(s.seed, s.observation, tuple(as_played(a, s.tool_use) for a in s.actions or ()), s.hint) for s in solved]
-    for stage, reasons_of in (("given_away", given_away), ("hint", leaky_hint), ("question", wrong_question)):
-        out[stage] = bool(reasons_of(seen))
+    for stage, reasons_of in TEXT_CHECKS:
+        out[stage] = out.get(stage, False) or bool(reasons_of(seen))
     out["decided"] = result.stage == "decided"
     out["duplicate"] = archive.reskin_of(code, limits=gate.limits)
     return out

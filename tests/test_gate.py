@@ -51,6 +51,7 @@ def test_the_honest_shop_passes_every_check():
     ("hint", SHOP.replace('return "Compare the prices and pick the lowest."',
                           'return "The cheapest name starts with %s." % self.best[0]')),
     ("question", SHOP.replace("self.best = min(", "self.best = max(")),
+    ("question", SHOP.replace('"\\\\boxed{%s}" % self.best', '"\\\\boxed{%s}" % [self.best]')),  # pays "['Ann']"
     ("instances", SHOP.replace('rng.sample(["Ann", "Bob", "Cal", "Dee", "Eve", "Max"], 3)', '["Ann", "Bob", "Cal"]')
                       .replace("rng.sample(range(2, 30), 3)", "rng.choice([[3, 5, 9], [5, 9, 3], [9, 3, 5], [4, 6, 8]])")),
 ])
@@ -110,6 +111,11 @@ def test_an_answer_that_stands_at_one_place_of_the_question_is_refused_and_its_t
     assert verdict(SUM).stage == "valid"
     result = verdict(broken)
     assert result.stage == "given_away" and "number after" in result.reasons[0], (name, result.reasons)
+
+
+def test_a_sum_asked_and_a_difference_paid_is_refused_at_question():
+    result = verdict(SUM.replace("(self.a + self.b)", "(self.a - self.b)"))
+    assert result.stage == "question" and "value of" in result.reasons[0], result.reasons
 
 
 def test_a_question_that_pays_its_own_words_is_refused_and_a_choice_between_named_ones_passes():

@@ -15,7 +15,8 @@ where it was refused (envs.STAGES, then envs.ADMISSION_STAGES, then `duplicate`)
                 environments and every design admitted before it
 
     novelty.py   Archive, fingerprint: the re-skin check, and the exact copy check it refines
-    answers.py   given_away, leaky_hint, wrong_question: the texts against the answers
+    answers.py   given_away, leaky_hint, wrong_question, wrong_value, unshown_form: the texts against
+                 the answers
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 from spade_mini.envs import MAX_TURNS, MIN_INSTANCES
 from spade_mini.envs.actions import as_played, as_written
-from spade_mini.gate.answers import given_away, leaky_hint, wrong_question
+from spade_mini.gate.answers import given_away, leaky_hint, unshown_form, wrong_question, wrong_value
 from spade_mini.gate.exact import fingerprint
 from spade_mini.gate.novelty import Archive
 from spade_mini.reward.leaks import answer_of, tokens
@@ -36,7 +37,8 @@ from spade_mini.sandbox.env import SEED_BOUND
 
 ANSWER_SEEDS = 16  # seeds whose observation, solution and hint the text checks read
 TEXT_BUDGET_S = 10.0  # to read them
-TEXT_CHECKS = (("given_away", given_away), ("hint", leaky_hint), ("question", wrong_question))
+TEXT_CHECKS = (("given_away", given_away), ("hint", leaky_hint), ("question", wrong_question), ("question", wrong_value),
+               ("question", unshown_form))
 
 __all__ = ["GateSettings", "admit", "check", "describe", "turn_budget", "Archive", "fingerprint", "ANSWER_SEEDS"]
 

@@ -19,9 +19,11 @@ None), and refuses on most seeds, not on one (a chance match is not a habit):
     question    the question asks for an extreme ("cheapest", "largest", "youngest") and the
                 answer paid is the other extreme of the numbers the observation gives the
                 candidates, on most seeds where that reading applies (at least MIN_READ): "who is
-                cheapest?" paying the dearest seller. It reads one kind of question (a superlative
-                over numbers shown); a question that asks for something else than it pays in other
-                words is not seen.
+                cheapest?" paying the dearest seller. Two more readings refuse at the same stage:
+                `wrong_value`, a question that is one arithmetic expression ("45 + 32 = ?") paid
+                with another number; `unshown_form`, an answer written with marks the observation
+                never shows (a list's brackets and quotes), a form no player could guess. A
+                question that asks for something else than it pays in other words is not seen.
 """
 from __future__ import annotations
 
@@ -173,4 +175,56 @@ def wrong_question(seen: list[tuple]) -> list[str]:
         asked = "smallest" if direction == "low" else "largest"
         return [f"the question asks for the {asked} but the answer paid is the other extreme on {len(wrong)} of "
                 f"{read} seeds (seed {seed} pays {answer!r}); step() must pay what the question asks"]
+    return []
+
+
+EXPRESSION = re.compile(r"(-?\d+(?:\.\d+)?)\s*([-+*/×÷])\s*(-?\d+(?:\.\d+)?)\s*=?\s*\?")
+OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "×": lambda a, b: a * b,
+              "/": lambda a, b: a / b if b else None, "÷": lambda a, b: a / b if b else None}
+
+
+def _pays_value(obs: str, actions) -> bool | None:
+    """Whether the one answer paid is the value of the question's one arithmetic expression
+    ("45 + 32 = ?", "what is 6 * 7?"): exactly, rounded to a few decimals, or a quotient's whole
+    part; None where the question is not one such expression."""
+    found = EXPRESSION.findall(_asked(obs))
+    if len(found) != 1 or len(actions) != 1:
+        return None
+    a, op, b = found[0]
+    value, paid = OPERATIONS[op](float(a), float(b)), answer_of(actions[0])
+    try:
+        number = float(paid.strip())
+    except (AttributeError, ValueError):
+        return False
+    return value is not None and (any(abs(number - round(value, d)) < 1e-9 for d in range(7))
+                                  or (op in "/÷" and number == float(a) // float(b)))
+
+
+def wrong_value(seen: list[tuple]) -> list[str]:
+    """The question is one arithmetic expression and the answer paid is not its value, on most
+    seeds where it reads (at least MIN_READ): "45 + 32 = ?" paying 45 - 32."""
+    reads = [(seed, obs, _pays_value(obs, actions)) for seed, obs, actions, _ in seen]
+    read = sum(paid is not None for _, _, paid in reads)
+    wrong = [(seed, obs) for seed, obs, paid in reads if paid is False]
+    if read >= MIN_READ and 2 * len(wrong) > read:
+        seed, obs = wrong[0]
+        a, op, b = EXPRESSION.findall(_asked(obs))[0]
+        return [f"the question asks for the value of {a} {op} {b} but step() pays another number on {len(wrong)} "
+                f"of {read} seeds (seed {seed}); step() must pay what the question asks"]
+    return []
+
+
+def unshown_form(seen: list[tuple]) -> list[str]:
+    """The answer paid is written with marks the observation never shows (a list's brackets and
+    quotes, a tuple's parentheses), on most seeds: a form no player could guess."""
+    unshown = []
+    for seed, obs, actions, _ in seen:
+        answer = answer_of(actions[0]) if len(actions) == 1 else None
+        marks = {c for c in answer or "" if not c.isalnum() and not c.isspace()} - set(obs)
+        if marks:
+            unshown.append((seed, answer, "".join(sorted(marks))))
+    if 2 * len(unshown) > len(seen):
+        seed, answer, marks = unshown[0]
+        return [f"the answer paid is written with {marks!r}, which the observation never shows, on {len(unshown)} "
+                f"of {len(seen)} seeds (seed {seed} pays {answer[:60]!r}); ask for an answer in a form the text shows"]
     return []
