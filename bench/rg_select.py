@@ -8,8 +8,10 @@ The policy is loaded and warm-started as train.py does; every candidate (a reaso
 at its default settings, and at the easy settings where `benchmarks.RG_EASY` has them) gets
 `--items` questions generated from SELECT_SEED (the curve draws from fixed_set.EVAL_SEED), asked
 greedily once each with the curve's instruction and token budget, and scored strictly (the last
-\\boxed{}). Printed: each candidate's rate and whether it lies in RATE_RANGE; `--json` writes them
-with the CPU and the seconds. A family whose generator fails here is listed with its error.
+\\boxed{}). Printed: each candidate's rate and whether it lies in RATE_RANGE, beside the share of
+replies that finished within the tokens, that boxed something, and the lenient rate (an unboxed
+answer read too), which say why a family sits at the floor; `--tokens` asks with another budget.
+`--json` is written after each candidate, with the CPU and the seconds. A family whose generator fails here is listed with its error.
 """
 import argparse
 import json
@@ -39,9 +41,19 @@ def candidate_items(name: str, easy: bool, n: int, seed: int) -> list[Item]:
             for j in range(n)]
 
 
+def write(args, cfg, rows: list[dict], t0: float) -> None:
+    """The rows so far (written after each candidate: a long selection stopped early keeps them)."""
+    if args.json:
+        args.json.write_text(json.dumps({"model": cfg.model, "preset": cfg.preset, "items": args.items,
+                                         "seed": SELECT_SEED, "tokens": args.tokens or cfg.turn_max_new_tokens,
+                                         "cpu": cpu_name(), "seconds": round(time.time() - t0), "rows": rows},
+                                        indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=24, help="questions per candidate")
+    parser.add_argument("--tokens", type=int, help="tokens a reply (default: the preset's turn budget, the curve's)")
     parser.add_argument("--json", type=Path)
     args, cfg = bench_config(parser, "bench/rg_select.py")
     need("reasoning_gym")
@@ -56,22 +68,23 @@ def main() -> int:
                 rows.append({"candidate": label, "error": f"{type(e).__name__}: {e}"[:200]})
                 continue
             with policy.acting_as("agent"):
-                outs = policy.generate([it.chat for it in items], cfg.turn_max_new_tokens, temperature=0.0)
+                outs = policy.generate([it.chat for it in items], args.tokens or cfg.turn_max_new_tokens, temperature=0.0)
             solved = [bool(o.finished and score_reasoning_gym(it, o.text)) for it, o in zip(items, outs)]
-            rate = sum(solved) / len(solved)
+            loose = [bool(o.finished and score_reasoning_gym(it, o.text, loose=True)) for it, o in zip(items, outs)]
+            rate, n = sum(solved) / len(solved), len(outs)
             rows.append({"candidate": label, "name": name, "easy": easy, "rate": rate,
-                         "chosen": RATE_RANGE[0] <= rate <= RATE_RANGE[1]})
-            print(f"{label}: {rate:.2f} ({time.time() - t0:.0f} s)", flush=True)
+                         "chosen": RATE_RANGE[0] <= rate <= RATE_RANGE[1], "lenient": sum(loose) / n,
+                         "finished": sum(o.finished for o in outs) / n,
+                         "boxed": sum("\\boxed{" in o.text for o in outs) / n, "reply": outs[0].text[:160]})
+            write(args, cfg, rows, t0)
+            print(f"{label}: {rate:.2f} (lenient {rows[-1]['lenient']:.2f}, finished {rows[-1]['finished']:.2f}, "
+                  f"boxed {rows[-1]['boxed']:.2f}; {time.time() - t0:.0f} s)", flush=True)
     print("\n| candidate | solved | in range |\n|---|---|---|")
     for r in rows:
         print(f"| {r['candidate']} | " + (f"error: {r['error']}" if "error" in r else
                                          f"{r['rate']:.2f} | {'yes' if r['chosen'] else ''}") + " |")
     chosen = [r["candidate"] for r in rows if r.get("chosen")]
     print(f"\n{len(chosen)} of {len(rows)} candidates in {RATE_RANGE}: {chosen}")
-    if args.json:
-        args.json.write_text(json.dumps({"model": cfg.model, "preset": cfg.preset, "items": args.items,
-                                         "seed": SELECT_SEED, "tokens": cfg.turn_max_new_tokens, "cpu": cpu_name(),
-                                         "seconds": round(time.time() - t0), "rows": rows}, indent=1) + "\n")
     return 0
 
 
