@@ -110,7 +110,7 @@ def test_an_answer_that_stands_at_one_place_of_the_question_is_refused_and_its_t
     of that place wins every seed. The twin (the honest sum) passes every check."""
     assert verdict(SUM).stage == "valid"
     result = verdict(broken)
-    assert result.stage == "given_away" and "number after" in result.reasons[0], (name, result.reasons)
+    assert result.stage == "given_away" and "number" in result.reasons[0], (name, result.reasons)
 
 
 def test_a_sum_asked_and_a_difference_paid_is_refused_at_question():
@@ -155,6 +155,67 @@ def test_a_repeating_pattern_or_a_choice_of_two_is_not_a_copy():
     printed = [(s, f"Now: {o.split()[1]} twice is {2 * int(o.split()[1])}. What is twice it?",
                 (f"\\boxed{{{2 * int(o.split()[1])}}}",), None) for s, o, _, _ in pattern]
     assert given_away(printed) and "second number" in given_away(printed)[0]
+
+
+
+def _seen(rows):
+    """(observation, paid answer) pairs as the text checks read them, one per gate seed."""
+    return [(seed, obs, (f"\\boxed{{{answer}}}",), None) for seed, (obs, answer) in enumerate(rows)]
+
+
+def _draws(n=16, seed=3):
+    rng = random.Random(seed)
+    return [(rng.randint(10, 99), rng.randint(10, 99), rng.randint(2, 9)) for _ in range(n)]
+
+
+HONEST = {  # well-posed questions an earlier reading refused: each must pass every text check
+    "a sum of three": [(f"Now: {a} + {b} + {c} = ?", a + b + c) for a, b, c in _draws()],
+    "precedence": [(f"Now: {c} + {a} * {b} = ?", c + a * b) for a, b, c in _draws()],
+    "the last digit of a product": [(f"Now: what is the last digit of {a} * {b}?", a * b % 10) for a, b, _ in _draws()],
+    "a remainder": [(f"Now: what is the remainder of {a} / {c}?", a % c) for a, _, c in _draws()],
+    "a negative answer in words": [(f"Now: it is {c} degrees and falls by {a}. How warm is it now?", c - a)
+                                   for a, _, c in _draws()],
+    "a decimal quotient": [(f"Now: what is {a} / 2?", a / 2) for a, _, _ in _draws()],
+    "a fraction": [(f"Now: a pizza has {c + 1} slices and 1 is eaten. What fraction is left?", f"{c}/{c + 1}")
+                   for _, _, c in _draws()],
+    "a quoted choice of two": [(f"Now: which word is longer, '{w}' or '{v}'?", max(w, v, key=len))
+                               for w, v in [random.Random(i).sample(["cat", "zebra", "ox", "horse", "emu",
+                                                                       "giraffe"], 2) for i in range(16)]],
+    "a word pattern of period 3": [(f"Now: what comes next in {', '.join((row * 3)[:7])}?", row[7 % 3])
+                                   for row in [random.Random(i).sample(["red", "blue", "green", "pink", "gold"], 3)
+                                               for i in range(16)]],
+}
+
+
+@pytest.mark.parametrize("name", list(HONEST))
+def test_well_posed_questions_pass_every_text_check(name):
+    from spade_mini.gate import TEXT_CHECKS
+    seen = _seen(HONEST[name])
+    assert [stage for stage, reasons_of in TEXT_CHECKS if reasons_of(seen)] == [], name
+
+
+GIVEN = {  # answers shown unmarked, away from the question's own places
+    "an example line that works this instance": [(f"Example: {a} + {b} = {a + b}\nNow: {a} + {b} = ?", a + b)
+                                                  for a, b, _ in _draws()],
+    "a target before the question": [(f"[target={a * b}]\nNow: what is {a} times {b}?", a * b) for a, b, _ in _draws()],
+    "the largest restated": [(f"Now: {a}, {b}, {c}, {a + b}. The largest is {a + b}. Which is largest?", a + b)
+                             for a, b, c in _draws()],
+}
+
+
+@pytest.mark.parametrize("name", list(GIVEN))
+def test_an_answer_shown_away_from_the_question_is_given_away(name):
+    from spade_mini.gate.answers import given_away
+    assert given_away(_seen(GIVEN[name])), name
+
+
+def test_a_question_in_words_paid_with_another_operation_is_refused():
+    from spade_mini.gate.answers import wrong_value
+    seen = _seen([(f"Now: what is {a} times {c}?", a + c) for a, _, c in _draws()])
+    assert "value of" in wrong_value(seen)[0]
+    tool = [(s, f"Now: what is {a} + {b}?", ('<tool_call>{"name": "add"}</tool_call>',), None)
+            for s, (a, b, _) in enumerate(_draws())]
+    assert wrong_value(tool) == []  # a tool call answers nothing to compare
 
 
 COIN = '''import random

@@ -4,25 +4,28 @@ the observation and the hint give away, and a question that the reward does not 
 Each reads `seen`, per gate seed: (seed, first observation, solution actions as played, hint or
 None), and refuses on most seeds, not on one (a chance match is not a habit):
 
-    given_away  a copier wins: the first observation shows the one winning action itself, in
-                a \\boxed{...} or in quotes (its first or last such), on most seeds: an example
-                line that works this very instance, an answer printed in the text. Unmarked, a
-                copier wins on more than three seeds in four by taking one fixed place of the
-                question (after its last "Now:"): its first, second, third, last, second or third
-                last number ("53 / 14 = 3.79?", "twice that is 14", "7 modulo 12" with 7 always
-                below 12), or its first or last sentence. A number the question shows twice or
-                more is a repeating pattern's material, never a copy; words are not copied by
-                place (a player taking the word at one fixed place rightly wins "say the last
-                word"), and a choice of two wins that often by chance about once in a hundred.
+    given_away  a copier wins: a player that replies with one piece of the first observation
+                wins on more than 3 seeds in 4, and the piece varies with the instance
+                (`copies`): the first or last \\boxed{...} or quoted text (an example line that
+                works this very instance); or, unmarked, one fixed place: the observation's first
+                three numbers, the first, second, third and last three numbers after "Now:"
+                ("53 / 14 = 3.79?", "twice that is 14"), the number shown most often ("The
+                largest is 88"), the first or last sentence, the question's own words ("What is
+                the fox?" paid with "fox"). A number or word shown twice in its place is a
+                repeating pattern's material, never a copy (the next item of a pattern is never
+                the one shown most); quoted text is material to work on ("the last word of
+                '...'?"); a choice of two wins that often by chance about once in a hundred.
     hint        hint() gives the answer away (reward/leaks.py: the answer, its markup, or a part
                 of it that with the observation leaves one candidate) on at least half the seeds.
     question    the question asks for an extreme ("cheapest", "largest", "youngest") and the
                 answer paid is the other extreme of the numbers the observation gives the
                 candidates, on most seeds where that reading applies (at least MIN_READ): "who is
                 cheapest?" paying the dearest seller. Two more readings refuse at the same stage:
-                `wrong_value`, a question that is one arithmetic expression ("45 + 32 = ?") paid
-                with another number; `unshown_form`, an answer written with marks the observation
-                never shows (a list's brackets and quotes), a form no player could guess. A
+                `wrong_value`, a question that is one arithmetic expression and nothing more
+                ("45 + 32 = ?", "what is 6 times 7?") paid with another number; `unshown_form`,
+                an answer written with marks the observation never shows (a list's brackets and
+                quotes; a number's sign, point and fraction bar are its own), a form no player
+                could guess. A
                 question that asks for something else than it pays in other words is not seen.
 """
 from __future__ import annotations
@@ -50,27 +53,20 @@ def _words(text: str) -> list[str]:
     return TOKEN.findall(text)
 
 
-def _numbers(obs: str) -> list[str | None]:
-    """The question's numbers, each in its place; a number it shows twice or more (a repeating
-    pattern's material, read rather than copied) stands as None."""
-    numbers = [w for w in _words(_asked(obs)) if NUMBER.fullmatch(w)]
-    return [w if numbers.count(w) == 1 else None for w in numbers]
+def _once(items: list[str]) -> list[str | None]:
+    """Each item in its place; one shown twice or more (a repeating pattern's material, read
+    rather than copied) stands as None."""
+    count = Counter(items)
+    return [w if count[w] == 1 else None for w in items]
 
 
-def _sentences(obs: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?])\s+|\n", _asked(obs)) if len(_words(s)) >= 3]
-
-
-def _question(obs: str) -> list[str]:
+def _question(asked: str) -> list[str]:
     """The words of the last sentence that ends in "?", quoted text left out (a quoted sentence
     is material to work on: "the last word of '...'?")."""
-    asked = re.findall(r"[^.?!\n]*\?", QUOTED.sub(" ", _asked(obs)))
-    return _words(asked[-1]) if asked else []
-
-
-def _question_words(obs: str) -> list[str]:
-    """The question's words without its numbers (the numbers have their own places)."""
-    return [w for w in _question(obs) if not NUMBER.fullmatch(w)]
+    asked = QUOTED.sub(" ", asked)
+    end = asked.rfind("?")
+    start = max(asked.rfind(mark, 0, end) for mark in ".!?\n") + 1
+    return _words(asked[start:end]) if end >= 0 else []
 
 
 def _nth(items: list, n: int):
@@ -78,17 +74,34 @@ def _nth(items: list, n: int):
 
 
 SLOTS = {0: "first", 1: "second", 2: "third", -1: "last", -2: "second last", -3: "third last"}
-MARKED = {"the first \\boxed{} it shows": lambda o: (BOXED.findall(o) or [None])[0],
-          "the last \\boxed{} it shows": lambda o: (BOXED.findall(o) or [None])[-1],
-          "the first quoted text": lambda o: (_quotes(o) or [None])[0],
-          "the last quoted text": lambda o: (_quotes(o) or [None])[-1]}
-PLACED = {**{f"the {name} number after \"Now:\"": (lambda o, n=n: _nth(_numbers(o), n)) for n, name in SLOTS.items()},
-          "the first sentence after \"Now:\"": lambda o: _nth(_sentences(o), 0),
-          "the last sentence after \"Now:\"": lambda o: _nth(_sentences(o), -1),
-          **{f"the question's {name} word": (lambda o, n=n: _nth(_question_words(o), n)) for n, name in SLOTS.items()},
-          **{f"the question after its first {k} words": (lambda o, k=k: " ".join(_question(o)[k:]) or None)
-             for k in (1, 2, 3)}}
-COPIES = [(MARKED, 1 / 2), (PLACED, 3 / 4)]  # copiers, and the share of seeds a winner must exceed
+COPY_SHARE = 3 / 4  # a copier that wins on more than this share of the seeds has found the answer
+
+
+def copies(obs: str) -> dict[str, str | None]:
+    """What each copier replies to one observation (None: nothing at its place). Marked text: the
+    first or last \\boxed{} or quoted text. Places: the first three numbers of the observation,
+    the first, second, third and last three numbers after "Now:", the one number shown more often
+    than any other (the next item of a repeating pattern never is), the first or last sentence
+    after "Now:", the question's first and last three words (numbers aside) and the question
+    after its first 1-3 words. A number or word shown twice is not at one place."""
+    asked = _asked(obs)
+    boxed, quotes = BOXED.findall(obs), _quotes(obs)
+    everywhere = [w for w in _words(obs) if NUMBER.fullmatch(w)]
+    numbers = _once([w for w in _words(asked) if NUMBER.fullmatch(w)])
+    top = Counter(everywhere).most_common(2)
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", asked) if len(_words(s)) >= 3]
+    question = _question(asked)
+    words = _once([w for w in question if not NUMBER.fullmatch(w)])
+    out = {"the first \\boxed{} it shows": _nth(boxed, 0), "the last \\boxed{} it shows": _nth(boxed, -1),
+           "the first quoted text": _nth(quotes, 0), "the last quoted text": _nth(quotes, -1),
+           **{f"the observation's {SLOTS[n]} number": _nth(_once(everywhere), n) for n in range(3)},
+           **{f"the {name} number after \"Now:\"": _nth(numbers, n) for n, name in SLOTS.items()},
+           "the number shown most often": top[0][0] if top and (len(top) == 1 or top[0][1] > top[1][1]) else None,
+           "the first sentence after \"Now:\"": _nth(sentences, 0),
+           "the last sentence after \"Now:\"": _nth(sentences, -1),
+           **{f"the question's {name} word": _nth(words, n) for n, name in SLOTS.items()},
+           **{f"the question after its first {k} words": " ".join(question[k:]) or None for k in (1, 2, 3)}}
+    return {name: None if text is None else " ".join(_words(text)) or None for name, text in out.items()}
 
 
 def _first_answer(actions) -> str | None:
@@ -98,18 +111,18 @@ def _first_answer(actions) -> str | None:
 
 def given_away(seen: list[tuple]) -> list[str]:
     """A copier wins the episode: the first observation shows a one-action answer that changes
-    with the instance, marked up or at one place (module docstring). A text shown the same on most
-    seeds is an option or a format, \\boxed{0} for even, \\boxed{1} for odd: a constant player,
-    the solution stage's."""
-    one_shot = [(obs, answer_of(actions[0])) for _, obs, actions, _ in seen if len(actions) == 1]
-    for copiers, share in COPIES:
-        for name, copy in copiers.items():
-            copied = [None if copy(obs) is None else " ".join(_words(copy(obs))) for obs, _ in one_shot]
-            wins = sum(c is not None and a is not None and c == " ".join(_words(a)) for c, (_, a) in zip(copied, one_shot))
-            varied = 2 * max(Counter(copied).values(), default=0) <= len(seen)
-            if wins > share * len(seen) and varied:
-                return [f"the observation gives the answer away: replying with {name} wins {wins} of {len(seen)} "
-                        "seeds; show the task, never its answer (an example line must work another instance)"]
+    with the instance, marked up or at one place (`copies`), on more than COPY_SHARE of the seeds.
+    A text shown the same on most seeds is an option or a format, \\boxed{0} for even, \\boxed{1}
+    for odd: a constant player, the solution stage's."""
+    one_shot = [(copies(obs), answer_of(actions[0])) for _, obs, actions, _ in seen if len(actions) == 1]
+    answers = [None if a is None else " ".join(_words(a)) for _, a in one_shot]
+    for name in (one_shot[0][0] if one_shot else ()):
+        copied = [c[name] for c, _ in one_shot]
+        wins = sum(c is not None and c == a for c, a in zip(copied, answers))
+        varied = 2 * max(Counter(copied).values()) <= len(seen)
+        if wins > COPY_SHARE * len(seen) and varied:
+            return [f"the observation gives the answer away: replying with {name} wins {wins} of {len(seen)} "
+                    "seeds; show the task, never its answer (an example line must work another instance)"]
     return []
 
 
@@ -178,26 +191,34 @@ def wrong_question(seen: list[tuple]) -> list[str]:
     return []
 
 
-EXPRESSION = re.compile(r"(-?\d+(?:\.\d+)?)\s*([-+*/×÷])\s*(-?\d+(?:\.\d+)?)\s*=?\s*\?")
-OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "×": lambda a, b: a * b,
-              "/": lambda a, b: a / b if b else None, "÷": lambda a, b: a / b if b else None}
+OPERATIONS = {"+": lambda a, b: a + b, "plus": lambda a, b: a + b, "-": lambda a, b: a - b,
+              "minus": lambda a, b: a - b, "*": lambda a, b: a * b, "×": lambda a, b: a * b,
+              "x": lambda a, b: a * b, "times": lambda a, b: a * b, "/": lambda a, b: a / b if b else None,
+              "÷": lambda a, b: a / b if b else None, "divided by": lambda a, b: a / b if b else None}
+EXPRESSION = re.compile(r"^\W*(?:[A-Za-z]+\W+){0,2}?(-?\d+(?:\.\d+)?)\s*(%s)\s*(-?\d+(?:\.\d+)?)\s*=?\s*\?\s*$"
+                        % "|".join(re.escape(op) for op in OPERATIONS))
 
 
 def _pays_value(obs: str, actions) -> bool | None:
-    """Whether the one answer paid is the value of the question's one arithmetic expression
-    ("45 + 32 = ?", "what is 6 * 7?"): exactly, rounded to a few decimals, or a quotient's whole
-    part; None where the question is not one such expression."""
-    found = EXPRESSION.findall(_asked(obs))
-    if len(found) != 1 or len(actions) != 1:
+    """Whether the one answer paid is the value of a question that is one arithmetic expression
+    and nothing more ("45 + 32 = ?", "what is 6 times 7?", at most two words before it):
+    exactly, rounded to a few decimals, or a quotient's whole part; None where the question is
+    not such an expression, the answer is a tool call, or the value does not exist."""
+    lines = _asked(obs).strip().splitlines()
+    found = EXPRESSION.match(lines[-1]) if lines and len(actions) == 1 else None
+    paid = answer_of(actions[0]) if found else None
+    if paid is None:
         return None
-    a, op, b = found[0]
-    value, paid = OPERATIONS[op](float(a), float(b)), answer_of(actions[0])
+    a, op, b = float(found[1]), found[2], float(found[3])
+    value = OPERATIONS[op](a, b)
+    if value is None:
+        return None
     try:
         number = float(paid.strip())
-    except (AttributeError, ValueError):
+    except ValueError:
         return False
-    return value is not None and (any(abs(number - round(value, d)) < 1e-9 for d in range(7))
-                                  or (op in "/÷" and number == float(a) // float(b)))
+    return any(abs(number - round(value, d)) < 1e-9 for d in range(7)) or (op in ("/", "÷", "divided by")
+                                                                            and number == a // b)
 
 
 def wrong_value(seen: list[tuple]) -> list[str]:
@@ -208,7 +229,7 @@ def wrong_value(seen: list[tuple]) -> list[str]:
     wrong = [(seed, obs) for seed, obs, paid in reads if paid is False]
     if read >= MIN_READ and 2 * len(wrong) > read:
         seed, obs = wrong[0]
-        a, op, b = EXPRESSION.findall(_asked(obs))[0]
+        a, op, b = EXPRESSION.match(_asked(obs).strip().splitlines()[-1]).groups()
         return [f"the question asks for the value of {a} {op} {b} but step() pays another number on {len(wrong)} "
                 f"of {read} seeds (seed {seed}); step() must pay what the question asks"]
     return []
@@ -220,7 +241,8 @@ def unshown_form(seen: list[tuple]) -> list[str]:
     unshown = []
     for seed, obs, actions, _ in seen:
         answer = answer_of(actions[0]) if len(actions) == 1 else None
-        marks = {c for c in answer or "" if not c.isalnum() and not c.isspace()} - set(obs)
+        bare = re.sub(r"-?\d+(?:[./]\d+)?", " ", answer or "")  # a number's sign, point or fraction bar is its own
+        marks = {c for c in bare if not c.isalnum() and not c.isspace()} - set(obs)
         if marks:
             unshown.append((seed, answer, "".join(sorted(marks))))
     if 2 * len(unshown) > len(seen):
