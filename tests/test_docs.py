@@ -120,7 +120,7 @@ def script_flags(script: str) -> tuple[set[str], bool]:
     own = set()
     for call in re.findall(r"add_argument\((.*?)\)", source, re.S):
         own |= set(re.findall(r"""["'](--[\w-]+)["']""", call))
-    splits = '"--" in argv' in source
+    splits = '"--" in argv' in source or "bench_config(" in source  # warm_policy.bench_config splits the same way
     if script == "train.py" or ("main_config" in source and not splits):
         own |= CONFIG_FLAGS
     return own | {"--help"}, splits or script == "bench/learning_curve.py"
