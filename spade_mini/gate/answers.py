@@ -25,11 +25,12 @@ None), and refuses on most seeds, not on one (a chance match is not a habit):
                 ("45 + 32 = ?", "what is 6 times 7?") paid with another number; `unshown_form`,
                 an answer written with marks the observation never shows (a list's brackets and
                 quotes; a number's sign, point and fraction bar are its own), a form no player
-                could guess. A
-                question that asks for something else than it pays in other words is not seen.
+                could guess. A question that asks for something else than it pays in other
+                words is not seen.
 """
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 
@@ -88,13 +89,13 @@ def copies(obs: str) -> dict[str, str | None]:
     boxed, quotes = BOXED.findall(obs), _quotes(obs)
     everywhere = [w for w in _words(obs) if NUMBER.fullmatch(w)]
     numbers = _once([w for w in _words(asked) if NUMBER.fullmatch(w)])
-    top = Counter(everywhere).most_common(2)
+    top, shown_once = Counter(everywhere).most_common(2), _once(everywhere)
     sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", asked) if len(_words(s)) >= 3]
     question = _question(asked)
     words = _once([w for w in question if not NUMBER.fullmatch(w)])
     out = {"the first \\boxed{} it shows": _nth(boxed, 0), "the last \\boxed{} it shows": _nth(boxed, -1),
            "the first quoted text": _nth(quotes, 0), "the last quoted text": _nth(quotes, -1),
-           **{f"the observation's {SLOTS[n]} number": _nth(_once(everywhere), n) for n in range(3)},
+           **{f"the observation's {SLOTS[n]} number": _nth(shown_once, n) for n in range(3)},
            **{f"the {name} number after \"Now:\"": _nth(numbers, n) for n, name in SLOTS.items()},
            "the number shown most often": top[0][0] if top and (len(top) == 1 or top[0][1] > top[1][1]) else None,
            "the first sentence after \"Now:\"": _nth(sentences, 0),
@@ -191,12 +192,11 @@ def wrong_question(seen: list[tuple]) -> list[str]:
     return []
 
 
-OPERATIONS = {"+": lambda a, b: a + b, "plus": lambda a, b: a + b, "-": lambda a, b: a - b,
-              "minus": lambda a, b: a - b, "*": lambda a, b: a * b, "×": lambda a, b: a * b,
-              "x": lambda a, b: a * b, "times": lambda a, b: a * b, "/": lambda a, b: a / b if b else None,
-              "÷": lambda a, b: a / b if b else None, "divided by": lambda a, b: a / b if b else None}
+SYMBOL = {"+": "+", "plus": "+", "-": "-", "minus": "-", "*": "*", "×": "*", "x": "*", "times": "*",
+          "/": "/", "÷": "/", "divided by": "/"}  # an operator as written -> the one it is
+OPERATIONS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 EXPRESSION = re.compile(r"^\W*(?:[A-Za-z]+\W+){0,2}?(-?\d+(?:\.\d+)?)\s*(%s)\s*(-?\d+(?:\.\d+)?)\s*=?\s*\?\s*$"
-                        % "|".join(re.escape(op) for op in OPERATIONS))
+                        % "|".join(re.escape(op) for op in SYMBOL))
 
 
 def _pays_value(obs: str, actions) -> bool | None:
@@ -209,16 +209,15 @@ def _pays_value(obs: str, actions) -> bool | None:
     paid = answer_of(actions[0]) if found else None
     if paid is None:
         return None
-    a, op, b = float(found[1]), found[2], float(found[3])
-    value = OPERATIONS[op](a, b)
-    if value is None:
+    a, op, b = float(found[1]), SYMBOL[found[2]], float(found[3])
+    if op == "/" and b == 0:
         return None
+    value = OPERATIONS[op](a, b)
     try:
         number = float(paid.strip())
     except ValueError:
         return False
-    return any(abs(number - round(value, d)) < 1e-9 for d in range(7)) or (op in ("/", "÷", "divided by")
-                                                                            and number == a // b)
+    return any(abs(number - round(value, d)) < 1e-9 for d in range(7)) or (op == "/" and number == a // b)
 
 
 def wrong_value(seen: list[tuple]) -> list[str]:
