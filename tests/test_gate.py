@@ -181,6 +181,9 @@ HONEST = {  # well-posed questions an earlier reading refused: each must pass ev
     "a quoted choice of two": [(f"Now: which word is longer, '{w}' or '{v}'?", max(w, v, key=len))
                                for w, v in [random.Random(i).sample(["cat", "zebra", "ox", "horse", "emu",
                                                                        "giraffe"], 2) for i in range(16)]],
+    "the item after one named in a row": [(f"Now: {', '.join(row)}. Which item comes after {row[i]}?", row[i + 1])
+                                          for i, row in [(random.Random(i).randrange(3),
+                                                          random.Random(i).sample("abcdefgh2345", 4)) for i in range(16)]],
     "a word pattern of period 3": [(f"Now: what comes next in {', '.join((row * 3)[:7])}?", row[7 % 3])
                                    for row in [random.Random(i).sample(["red", "blue", "green", "pink", "gold"], 3)
                                                for i in range(16)]],
@@ -198,6 +201,9 @@ GIVEN = {  # answers shown unmarked, away from the question's own places
     "an example line that works this instance": [(f"Example: {a} + {b} = {a + b}\nNow: {a} + {b} = ?", a + b)
                                                   for a, b, _ in _draws()],
     "a target before the question": [(f"[target={a * b}]\nNow: what is {a} times {b}?", a * b) for a, b, _ in _draws()],
+    "the first item of a row, asked as its pattern": [(f"Now: {', '.join(row)}, ? What is the pattern?", row[0])
+                                                      for row in [random.Random(i).sample("abcdefgh2345", 3)
+                                                                  for i in range(16)]],
     "the largest restated": [(f"Now: {a}, {b}, {c}, {a + b}. The largest is {a + b}. Which is largest?", a + b)
                              for a, b, c in _draws()],
 }
@@ -246,6 +252,41 @@ def test_a_coin_flip_whose_observations_never_repeat_is_refused_and_its_twin_pas
     assert result.stage == "decided" and "changing random draw" in result.reasons[0], result.reasons
     before = "{dict(cat='fox', dog='cat', owl='dog', fox='owl')[self.animal]}"
     shown = COIN.replace("Round {self.round}: cat", "Round {self.round} (the winner follows %s in cat, dog, owl, fox): cat" % before)
+    assert verdict(shown).stage == "valid"
+
+
+PROFIT = '''import random
+
+
+class ProfitEnv:
+    """Sell the product with the largest profit."""
+
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        self.products = rng.sample(["apple", "pear", "fig", "plum"], 4)
+        self.prices = rng.sample(range(2, 20), 4)
+        self.profits = rng.sample(range(1, 100), 4)
+        self.best = self.products[self.profits.index(max(self.profits))]
+        offers = ", ".join(f"{p} costs {c}" for p, c in zip(self.products, self.prices))
+        return f"Now: {offers}. Which one sells at the largest profit?", {}
+
+    def step(self, action):
+        won = action.strip() == "\\\\boxed{%s}" % self.best
+        return ("Right." if won else "Wrong."), float(won), True, False, {}
+
+    def solution(self):
+        return ["\\\\boxed{%s}" % self.best]
+'''
+
+
+def test_a_hidden_number_that_decides_the_answer_is_refused_and_its_twin_passes():
+    """Round five's `make train` admitted this kind: the profits drawn but never shown, the
+    answer their largest. A changed draw that moves one profit by 1 seldom changes which is
+    largest; one that moves it by half the range does, with the observation as it was."""
+    result = verdict(PROFIT)
+    assert result.stage == "decided" and "changing random draw" in result.reasons[0], result.reasons
+    shown = PROFIT.replace('f"{p} costs {c}" for p, c in zip(self.products, self.prices)',
+                           'f"{p} costs {c}, profit {g}" for p, c, g in zip(self.products, self.prices, self.profits)')
     assert verdict(shown).stage == "valid"
 
 

@@ -9,9 +9,10 @@ None), and refuses on most seeds, not on one (a chance match is not a habit):
                 (`copies`): the first or last \\boxed{...} or quoted text (an example line that
                 works this very instance); or, unmarked, one fixed place: the observation's first
                 three numbers, the first, second, third and last three numbers after "Now:"
-                ("53 / 14 = 3.79?", "twice that is 14"), the number shown most often ("The
-                largest is 88"), the first or last sentence, the question's own words ("What is
-                the fox?" paid with "fox"). A number or word shown twice in its place is a
+                ("53 / 14 = 3.79?", "twice that is 14"), the first three and the last word after
+                "Now:", quoted text aside ("d, v, ? What pattern?" paid "d"), the number shown
+                most often ("The largest is 88"), the first or last sentence, the question's own
+                words ("What is the fox?" paid "fox"). A number or word shown twice in its place is a
                 repeating pattern's material, never a copy (the next item of a pattern is never
                 the one shown most); quoted text is material to work on ("the last word of
                 '...'?"); a choice of two wins that often by chance about once in a hundred.
@@ -81,13 +82,15 @@ COPY_SHARE = 3 / 4  # a copier that wins on more than this share of the seeds ha
 def copies(obs: str) -> dict[str, str | None]:
     """What each copier replies to one observation (None: nothing at its place). Marked text: the
     first or last \\boxed{} or quoted text. Places: the first three numbers of the observation,
-    the first, second, third and last three numbers after "Now:", the one number shown more often
+    the first, second, third and last three numbers after "Now:", its first three and last words
+    (quoted text aside), the one number shown more often
     than any other (the next item of a repeating pattern never is), the first or last sentence
     after "Now:", the question's first and last three words (numbers aside) and the question
     after its first 1-3 words. A number or word shown twice is not at one place."""
     asked = _asked(obs)
     boxed, quotes = BOXED.findall(obs), _quotes(obs)
     everywhere = [w for w in _words(obs) if NUMBER.fullmatch(w)]
+    items = _once(_words(QUOTED.sub(" ", asked)))  # quoted text is material to work on
     numbers = _once([w for w in _words(asked) if NUMBER.fullmatch(w)])
     top, shown_once = Counter(everywhere).most_common(2), _once(everywhere)
     sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", asked) if len(_words(s)) >= 3]
@@ -97,6 +100,7 @@ def copies(obs: str) -> dict[str, str | None]:
            "the first quoted text": _nth(quotes, 0), "the last quoted text": _nth(quotes, -1),
            **{f"the observation's {SLOTS[n]} number": _nth(shown_once, n) for n in range(3)},
            **{f"the {name} number after \"Now:\"": _nth(numbers, n) for n, name in SLOTS.items()},
+           **{f"the {SLOTS[n]} word after \"Now:\"": _nth(items, n) for n in (0, 1, 2, -1)},
            "the number shown most often": top[0][0] if top and (len(top) == 1 or top[0][1] > top[1][1]) else None,
            "the first sentence after \"Now:\"": _nth(sentences, 0),
            "the last sentence after \"Now:\"": _nth(sentences, -1),

@@ -38,10 +38,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Draws(random.Random):
-    """random.Random counting the draws of a reset (random() and getrandbits(), which every method
-    calls) over every generator, and changing draw `perturb` (validation's question: instances.py);
-    unperturbed, the same numbers as random.Random."""
-    count, perturb = 0, None
+    """random.Random counting the draws of a reset over every generator, and changing draw
+    `perturb` (validation's question: instances.py); unperturbed, the same numbers as
+    random.Random. A draw is one random(), one bounded integer (randint, choice, sample, shuffle:
+    `_randbelow`, whatever bits its rejection loop takes) or one getrandbits() of the caller's.
+    A changed draw moves far: random() by a half, a bounded integer by half its range (a low bit
+    flipped would move a hidden price by 1, which rarely changes which one is largest)."""
+    count, perturb, inside = 0, None, False
 
     @staticmethod
     def _changed() -> bool:
@@ -52,8 +55,18 @@ class Draws(random.Random):
         value = super().random()
         return (value + 0.5) % 1.0 if Draws._changed() else value
 
+    def _randbelow(self, n):
+        Draws.inside = True
+        try:
+            value = super()._randbelow(n)
+        finally:
+            Draws.inside = False
+        return (value + max(1, n // 2)) % n if Draws._changed() and n > 1 else value
+
     def getrandbits(self, k):
         value = super().getrandbits(k)
+        if Draws.inside:  # the bits of a bounded integer: counted as that one draw
+            return value
         return value ^ 1 if Draws._changed() and k > 0 else value
 
 
