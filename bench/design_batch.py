@@ -94,7 +94,11 @@ def main() -> int:
     out["pooled_valid"] = f"{valid}/{args.designs * len(sizes)}"
     cheapest = min(out["sizes"], key=lambda s: out["sizes"][s]["seconds_per_design"])
     out["cheapest_size"] = cheapest
-    print(f"\n{out['cpu']}; pooled valid {out['pooled_valid']}; cheapest per design: {cheapest} rows a call")
+    # what an hour of the designer's generation admits at the cheapest size (the gate refuses re-skins)
+    out["admitted_per_designer_hour"] = round(valid / (args.designs * len(sizes)) * 3600
+                                              / out["sizes"][cheapest]["seconds_per_design"], 2)
+    print(f"\n{out['cpu']}; pooled valid {out['pooled_valid']}; cheapest per design: {cheapest} rows a call; "
+          f"{out['admitted_per_designer_hour']} admitted an hour of generation")
     print("| rows a call | s / design | valid | s / admitted | peak RSS GiB | plan GiB |\n|---|---|---|---|---|---|")
     for size, s in out["sizes"].items():
         print(f"| {size} | {s['seconds_per_design']} | {s['valid']}/{args.designs} | {s['seconds_per_admitted']} | "

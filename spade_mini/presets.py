@@ -46,7 +46,14 @@ PRESETS: dict[str, dict] = {
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=1024, corpus_max_words=60,
         lora_r=16, lora_alpha=32, lr=2e-4, hint_source="env", micro_batch=4,
         examples="starter", eval_seeds=40, transfer_items=8, agent_template="answer", memory_references=1,
-        **ACTIVE_POOL, pool_fill="both", valid_designs=4, design_attempts=16, design_seconds=600,
+        **{**ACTIVE_POOL, "design_every": 1}, pool_fill="both", valid_designs=4, design_seconds=600,
+        # Design throughput (bench/RESULTS.md, "Rows a design call"): one call of 48 rows a
+        # regeneration (12.5 s a design on a Xeon with AMX, 22 s at 8 rows), every iteration, at
+        # most 12 calls a run. Round five's gate admits about 7 non-re-skins in 500 designs, so a
+        # 12-iteration run expects about 8 (the issue-54 budget), at about 12x a fixed pool's time.
+        # Every design scored costs the update about 11 s (547 s for 48): the invalid ones are
+        # thinned to a quarter, each counted 4 times (the same gradient in expectation).
+        design_batch=48, design_attempts=48, design_budget=576, invalid_update_fraction=0.25,
     ),
     # The paper's smallest model, in 4-bit with LoRA, on one GPU of 24 GB or more (the memory
     # plan chunks every phase to the device: docs/gpu.md); the paper's agent prompt

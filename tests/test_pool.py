@@ -517,9 +517,13 @@ def _kill_and_resume_matches(tmp_path, *extra, iterations: int = 4, kill_after: 
 def test_resume_after_a_sigkill_restores_the_same_pool_memory_and_episodes(tmp_path):
     """Three designs a call and room for two: the designs that wait in the store (the memory)
     come back from the checkpoint as they were."""
-    _kill_and_resume_matches(tmp_path, "--design-batch", "3")
+    pools = _kill_and_resume_matches(tmp_path, "--design-batch", "3")
     designs = [json.loads(line) for line in (tmp_path / "whole" / "memory.jsonl").read_text().splitlines()]
     assert any(r["valid"] and r["iteration"] >= 0 and r["no_hint_solve_rate"] is None for r in designs)
+    split = {p.name: json.loads((p / "pool.json").read_text()) for p in (tmp_path / "split").glob("checkpoint-*")}
+    for pool in (*pools.values(), *split.values()):  # a design taken from the store is admitted once, resumed or not
+        ids = [row["id"] for row in pool["life"] + pool["envs"]]
+        assert len(ids) == len(set(ids)), ids
 
 
 def test_resume_after_a_sigkill_restores_the_pools_levels_and_moves(tmp_path):
