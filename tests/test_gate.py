@@ -290,6 +290,40 @@ def test_a_hidden_number_that_decides_the_answer_is_refused_and_its_twin_passes(
     assert verdict(shown).stage == "valid"
 
 
+SUIT = '''import random
+
+SUITS = ["hearts", "diamonds", "clubs", "spades"]
+
+
+class SuitEnv:
+    """Name the suit of the card drawn."""
+
+    def reset(self, seed=None):
+        rng = random.Random(seed)
+        self.round, k = rng.randint(1, 10**6), rng.randrange(4)
+        self.suit, colour = SUITS[k], "red" if k < 2 else "black"
+        return f"Round {self.round}: a {colour} card is drawn. Its suit?", {}
+
+    def step(self, action):
+        won = action.strip() == "\\\\boxed{%s}" % self.suit
+        return ("Right." if won else "Wrong."), float(won), True, False, {}
+
+    def solution(self):
+        return ["\\\\boxed{%s}" % self.suit]
+'''
+
+
+def test_a_hidden_draw_that_only_its_neighbour_keeps_hidden_is_refused_and_its_twin_passes():
+    """The colour shows half of the draw: moved by half its range the draw changes the colour (the
+    observation), moved to its neighbour it changes only the suit, so the gate moves draws both
+    ways (round five's design bench wrote such a plan: a neighbouring first move, the same end)."""
+    result = verdict(SUIT)
+    assert result.stage == "decided" and "changing random draw" in result.reasons[0], result.reasons
+    told = SUIT.replace("a {colour} card is drawn.", "a {colour} card of the {('first', 'second')[k % 2]} {colour} suit "
+                        "of hearts, diamonds, clubs, spades is drawn.")  # the other half of the draw, shown
+    assert verdict(told).stage == "valid", verdict(told)
+
+
 def test_k_is_one_for_every_preset_whatever_the_plays_per_design():
     from spade_mini.config import Config
     from spade_mini.settings import gate_settings

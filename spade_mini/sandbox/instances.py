@@ -9,8 +9,8 @@ play draws them) at the level being validated, read from a solver child of their
                answer drawn at random): a coin flip looks informative to the pool and teaches
                nothing. Two ways of asking: (1) seeds that show the same first observation must
                share a winning action (one seed's is played on the other, in a fresh child);
-               (2) for a few seeds, each random draw of the reset is changed in turn
-               (worker.Draws): a changed draw that leaves the observation as it was but makes
+               (2) for a few seeds, each random draw of the reset is changed in turn, far and
+               to a neighbouring value (worker.Draws): a changed draw that leaves the observation as it was but makes
                solution() answer otherwise, where the first answer now loses, is a hidden
                choice. (2) needs no repeated observation, so it sees coin flips whose texts
                always differ (a round number, a name); it sees only draws of `random`, not a
@@ -88,8 +88,8 @@ def hidden_draw(solver, seen: list[tuple], max_turns: int) -> list[str]:
     (none: no changed draw of the first CHANGED_SEEDS one-shot seeds does)."""
     for seed, obs, actions in [s for s in seen if len(s[2]) == 1][:CHANGED_SEEDS]:
         solver.reset(seed=seed)
-        for draw in range(min(solver.draws(), MAX_CHANGED_DRAWS)):
-            shown, info = solver.reset_perturbed(seed, draw)
+        for draw, far in [(d, f) for d in range(min(solver.draws(), MAX_CHANGED_DRAWS)) for f in (True, False)]:
+            shown, info = solver.reset_perturbed(seed, draw, far)
             if shown != obs:
                 continue
             other = tuple(as_played(a, "tools" in info) for a in solver.solution(max_turns))
@@ -98,7 +98,7 @@ def hidden_draw(solver, seen: list[tuple], max_turns: int) -> list[str]:
             _, reward, terminated, _, _ = solver.step(actions[0])
             if terminated and reward > 0:  # both answers win: not a choice
                 continue
-            solver.reset_perturbed(seed, draw)
+            solver.reset_perturbed(seed, draw, far)
             if not any(solver.step(EXPLORE)[2:4]):  # a wrong answer gets feedback: a search
                 continue
             return [f"on seed {seed}, changing random draw {draw} of reset() leaves the observation "

@@ -74,10 +74,11 @@ class _Solver(SandboxedEnv):
             self._start_deadline = self._until(self.limits.load_timeout_s)
             self._await_ready()
 
-    def reset_perturbed(self, seed: int, draw: int) -> tuple[str, dict]:
-        """reset(seed) with the random draw number `draw` of the reset changed (worker.Draws)."""
-        return self._reset_reply(self._call("reset", self._until(self.limits.call_timeout_s),
-                                            self.limits.max_obs_chars, seed=seed, level=self.level, perturb=draw))
+    def reset_perturbed(self, seed: int, draw: int, far: bool = True) -> tuple[str, dict]:
+        """reset(seed) with the random draw number `draw` of the reset changed, far or to a
+        neighbouring value (worker.Draws)."""
+        return self._reset_reply(self._call("reset", self._until(self.limits.call_timeout_s), self.limits.max_obs_chars,
+                                            seed=seed, level=self.level, perturb=[draw, far]))
 
     def draws(self) -> int:
         """How many random draws the last reset made."""

@@ -38,22 +38,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Draws(random.Random):
-    """random.Random counting the draws of a reset over every generator, and changing draw
-    `perturb` (validation's question: instances.py); unperturbed, the same numbers as
-    random.Random. A draw is one random(), one bounded integer (randint, choice, sample, shuffle:
-    `_randbelow`, whatever bits its rejection loop takes) or one getrandbits() of the caller's.
-    A changed draw moves far: random() by a half, a bounded integer by half its range (a low bit
-    flipped would move a hidden price by 1, which rarely changes which one is largest)."""
+    """random.Random counting the draws of a reset over every generator, and changing one
+    (validation's question: instances.py); unperturbed, the same numbers as random.Random. A draw
+    is one random(), one bounded integer (randint, choice, sample, shuffle: `_randbelow`, whatever
+    bits its rejection loop takes) or one getrandbits() of the caller's. `perturb` is (draw, far):
+    far moves it by half its range (a hidden price by 50, which changes which one is largest),
+    near to a neighbouring value (a hidden move to the next one, the rest of the reset unmoved)."""
     count, perturb, inside = 0, None, False
 
     @staticmethod
-    def _changed() -> bool:
+    def _changed() -> str | None:
+        """None, or how the draw just made is changed: "far" or "near"."""
         Draws.count += 1
-        return Draws.count - 1 == Draws.perturb
+        if Draws.perturb is None or Draws.count - 1 != Draws.perturb[0]:
+            return None
+        return "far" if Draws.perturb[1] else "near"
 
     def random(self):
-        value = super().random()
-        return (value + 0.5) % 1.0 if Draws._changed() else value
+        value, how = super().random(), Draws._changed()
+        return value if how is None else (value + (0.5 if how == "far" else 0.01)) % 1.0
 
     def _randbelow(self, n):
         Draws.inside = True
@@ -61,13 +64,19 @@ class Draws(random.Random):
             value = super()._randbelow(n)
         finally:
             Draws.inside = False
-        return (value + max(1, n // 2)) % n if Draws._changed() and n > 1 else value
+        how = Draws._changed()
+        if how is None or n < 2:
+            return value
+        if how == "far":
+            return (value + max(1, n // 2)) % n
+        return value ^ 1 if value ^ 1 < n else value - 1
 
     def getrandbits(self, k):
         value = super().getrandbits(k)
         if Draws.inside:  # the bits of a bounded integer: counted as that one draw
             return value
-        return value ^ 1 if Draws._changed() and k > 0 else value
+        how = Draws._changed()
+        return value if how is None or k < 1 else value ^ (1 << (k - 1) if how == "far" else 1)
 
 
 def count_draws() -> None:  # every generator the environment reaches: random.Random, random.randint, ...
@@ -160,7 +169,8 @@ def run_op(env, req: dict, cfg: dict, notes: list[str]):
         levels = env_levels(env)
         if type(level) is not int or not 0 <= level < levels:
             raise ProtocolViolation(f"level {level!r} asked, but the environment has levels 0 to {levels - 1}")
-        Draws.count, Draws.perturb = 0, req.get("perturb")  # validation's question: solution.py
+        perturb = req.get("perturb")  # validation's question: solution.py
+        Draws.count, Draws.perturb = 0, None if perturb is None else (int(perturb[0]), bool(perturb[1]))
         try:
             out = (env.reset(seed=req["seed"], options={"level": level}) if levels > 1
                    else env.reset(seed=req["seed"]))
