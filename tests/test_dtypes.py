@@ -102,22 +102,22 @@ def test_the_probe_counts_each_prompt_pass_once_per_call(monkeypatch):
 
 
 def test_the_workload_is_a_design_iteration_of_the_preset():
-    """The cpu preset writes up to 16 attempts in two calls of 8 rows; 4 valid designs play 8 seeds
+    """The cpu preset writes its 48 attempts in one call of 48 rows; 4 valid designs play 8 seeds
     in both arms and the pool's replays fill the rest of the 64 no-hint episodes; the update scores
-    every no-hint turn and every attempt with their prompts (with --invalid-update-fraction 0.25
-    the 4 valid and a quarter of the 12 invalid); the fixed pool designs nothing. `--plan` counts
-    the same design calls."""
+    every no-hint turn, the 4 valid designs and a quarter of the 44 invalid ones (11), with their
+    prompts (every attempt with --invalid-update-fraction 1); the fixed pool designs nothing.
+    `--plan` counts the same design calls."""
     cpu = Config.from_preset("cpu")
     turn, design = (dtypes.TURN_PROMPT_TOKENS, 24), (dtypes.DESIGN_PROMPT_TOKENS, 512)
     work = Workload.of(cpu)
-    assert work.phases == (Phase(8, *design, 2), Phase(64, *turn, 1), Phase(32, *turn, 1))
+    assert work.phases == (Phase(48, *design, 1), Phase(64, *turn, 1), Phase(32, *turn, 1))
     from spade_mini.run.planning import phases
-    assert [p.calls for p in phases(cpu) if p.name == "design"] == [2]  # the memory plan counts the same calls
-    assert work.update_tokens == 64 * sum(turn) + 16 * sum(design)
-    thinned = Workload.of(Config.from_preset("cpu", invalid_update_fraction=0.25))
-    assert thinned.update_tokens == 64 * sum(turn) + (4 + 3) * sum(design)
-    odd = Workload.of(Config.from_preset("cpu", design_attempts=20))  # 8 + 8 + a last call of 4
-    assert odd.phases[:2] == (Phase(8, *design, 2), Phase(4, *design, 1))
+    assert [p.calls for p in phases(cpu) if p.name == "design"] == [1]  # the memory plan counts the same calls
+    assert work.update_tokens == 64 * sum(turn) + (4 + 11) * sum(design)
+    every = Workload.of(Config.from_preset("cpu", invalid_update_fraction=1.0))
+    assert every.update_tokens == 64 * sum(turn) + 48 * sum(design)
+    odd = Workload.of(Config.from_preset("cpu", design_attempts=56))  # 48 + a last call of 8
+    assert odd.phases[:2] == (Phase(48, *design, 1), Phase(8, *design, 1))
     fixed = Workload.of(Config.from_preset("cpu", pool_fill="examples"))
     assert fixed.phases == (Phase(64, *turn, 1),) and fixed.update_tokens == 64 * sum(turn)
 

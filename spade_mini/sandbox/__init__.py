@@ -23,6 +23,7 @@ them).
     episodes.py  Fresh, Trace: episodes in fresh children   (trainer side)
     batch.py     reset_envs, step_envs: many calls at once  (trainer side)
     worker.py    load the environment and serve it          (child side)
+    draws.py     a reset's random draws, counted and changed (child side)
     kernel.py    the kernel layers, applied in order        (child side)
     rootfs.py    the root file system of layer mntns        (child side)
     syscalls.py  the seccomp allowlist                      (child side)

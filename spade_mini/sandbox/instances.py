@@ -88,10 +88,14 @@ def hidden_draw(solver, seen: list[tuple], max_turns: int) -> list[str]:
     (none: no changed draw of the first CHANGED_SEEDS one-shot seeds does)."""
     for seed, obs, actions in [s for s in seen if len(s[2]) == 1][:CHANGED_SEEDS]:
         solver.reset(seed=seed)
-        for draw, far in [(d, f) for d in range(min(solver.draws(), MAX_CHANGED_DRAWS)) for f in (True, False)]:
+        for draw in range(min(solver.draws(), MAX_CHANGED_DRAWS)):
+            far = True
             shown, info = solver.reset_perturbed(seed, draw, far)
-            if shown != obs:
-                continue
+            if shown != obs:  # the draw shows when moved far: moved to its neighbour, it may not
+                far = False
+                shown, info = solver.reset_perturbed(seed, draw, far)
+                if shown != obs:
+                    continue
             other = tuple(as_played(a, "tools" in info) for a in solver.solution(max_turns))
             if other == actions:
                 continue

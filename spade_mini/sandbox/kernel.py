@@ -134,7 +134,7 @@ def visible_paths(cfg: dict) -> tuple[list[str], list[str]]:
     /dev/urandom."""
     stdlib = os.path.dirname(os.__file__)
     here = os.path.dirname(os.path.abspath(__file__))
-    files = [os.path.join(here, name) for name in ("worker.py", "kernel.py", "syscalls.py",
+    files = [os.path.join(here, name) for name in ("worker.py", "draws.py", "kernel.py", "syscalls.py",
                                                    "rootfs.py")]
     return ([stdlib, *files, cfg["tooluse_path"], "/dev/null", "/dev/urandom"],
             [os.path.join(stdlib, name) for name in HIDDEN])

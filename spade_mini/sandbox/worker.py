@@ -35,55 +35,7 @@ MAX_LEVELS = 8  # difficulty levels an environment may have (0 is the easiest)
 # a uid of its own, the child may not be able to read a stdlib under /root).
 ENV_MODULE = "sandboxed_env"
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class Draws(random.Random):
-    """random.Random counting the draws of a reset over every generator, and changing one
-    (validation's question: instances.py); unperturbed, the same numbers as random.Random. A draw
-    is one random(), one bounded integer (randint, choice, sample, shuffle: `_randbelow`, whatever
-    bits its rejection loop takes) or one getrandbits() of the caller's. `perturb` is (draw, far):
-    far moves it by half its range (a hidden price by 50, which changes which one is largest),
-    near to a neighbouring value (a hidden move to the next one, the rest of the reset unmoved)."""
-    count, perturb, inside = 0, None, False
-
-    @staticmethod
-    def _changed() -> str | None:
-        """None, or how the draw just made is changed: "far" or "near"."""
-        Draws.count += 1
-        if Draws.perturb is None or Draws.count - 1 != Draws.perturb[0]:
-            return None
-        return "far" if Draws.perturb[1] else "near"
-
-    def random(self):
-        value, how = super().random(), Draws._changed()
-        return value if how is None else (value + (0.5 if how == "far" else 0.01)) % 1.0
-
-    def _randbelow(self, n):
-        Draws.inside = True
-        try:
-            value = super()._randbelow(n)
-        finally:
-            Draws.inside = False
-        how = Draws._changed()
-        if how is None or n < 2:
-            return value
-        if how == "far":
-            return (value + max(1, n // 2)) % n
-        return value ^ 1 if value ^ 1 < n else value - 1
-
-    def getrandbits(self, k):
-        value = super().getrandbits(k)
-        if Draws.inside:  # the bits of a bounded integer: counted as that one draw
-            return value
-        how = Draws._changed()
-        return value if how is None or k < 1 else value ^ (1 << (k - 1) if how == "far" else 1)
-
-
-def count_draws() -> None:  # every generator the environment reaches: random.Random, random.randint, ...
-    old, random._inst, random.Random = random._inst, Draws(), Draws
-    for name, value in list(vars(random).items()):
-        if getattr(value, "__self__", None) is old:
-            setattr(random, name, getattr(random._inst, name))
+draws = None  # draws.py, the reset's random draws counted and changed: imported in main() beside kernel
 
 
 class ProtocolViolation(Exception):
@@ -170,12 +122,12 @@ def run_op(env, req: dict, cfg: dict, notes: list[str]):
         if type(level) is not int or not 0 <= level < levels:
             raise ProtocolViolation(f"level {level!r} asked, but the environment has levels 0 to {levels - 1}")
         perturb = req.get("perturb")  # validation's question: solution.py
-        Draws.count, Draws.perturb = 0, None if perturb is None else (int(perturb[0]), bool(perturb[1]))
+        draws.Draws.count, draws.Draws.perturb = 0, None if perturb is None else (int(perturb[0]), bool(perturb[1]))
         try:
             out = (env.reset(seed=req["seed"], options={"level": level}) if levels > 1
                    else env.reset(seed=req["seed"]))
         finally:
-            Draws.perturb = None
+            draws.Draws.perturb = None
         if type(out) is not tuple or len(out) != 2:
             raise ProtocolViolation("reset must return a tuple (observation, info)")
         if type(out[1]) is not dict:
@@ -199,7 +151,7 @@ def run_op(env, req: dict, cfg: dict, notes: list[str]):
     if req["op"] == "solution":
         return check_actions(env.solution(), req["max_actions"], cfg["max_action_chars"])
     if req["op"] == "draws":  # the random draws of the last reset
-        return Draws.count
+        return draws.Draws.count
     raise ProtocolViolation(f"unknown op {req['op']!r}")
 
 
@@ -222,7 +174,7 @@ def load_env(source: str):
                                   f"(allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
         return real_import(name, globals, locals, fromlist, level)
 
-    count_draws()
+    draws.count_draws()
     linecache.cache["<env>"] = (len(source), None, source.splitlines(True), "<env>")
     env_builtins = dict(builtins.__dict__, __import__=guarded_import)
     namespace = {"__name__": ENV_MODULE, "__builtins__": env_builtins}
@@ -292,7 +244,9 @@ def main() -> None:
         sys.modules["tooluse"] = tooluse  # for the environment's `from tooluse import ToolUseEnv`
         spec.loader.exec_module(tooluse)
     sys.path.insert(0, HERE)
-    import kernel  # noqa: E402  (child-side modules next to this file, not the package)
+    global draws
+    import draws  # noqa: E402  (child-side modules next to this file, not the package)
+    import kernel  # noqa: E402
     del sys.path[0]
     reply_fd, cap = cfg["reply_fd"], cfg["max_reply_bytes"]
     try:
