@@ -49,8 +49,8 @@ PRESETS: dict[str, dict] = {
         **{**ACTIVE_POOL, "design_every": 1}, pool_fill="both", valid_designs=4, design_seconds=600,
         # Design throughput (bench/RESULTS.md, "Rows a design call"): one call of 48 rows a
         # regeneration (12.5 s a design on a Xeon with AMX, 22 s at 8 rows), every iteration, at
-        # most 12 calls a run. Round five's gate admits about 7 non-re-skins in 500 designs, so a
-        # 12-iteration run expects about 8 (the issue-54 budget), at about 12x a fixed pool's time.
+        # most 12 calls a run. Round five's gate admits about 1.3% of designs as non-re-skins, so a
+        # 12-iteration run expects about 7.5 (the issue-54 budget), at about 13x a fixed pool's time.
         # Every design scored costs the update about 11 s (547 s for 48): the invalid ones are
         # thinned to a quarter, each counted 4 times (the same gradient in expectation).
         design_batch=48, design_attempts=48, design_budget=576, invalid_update_fraction=0.25,

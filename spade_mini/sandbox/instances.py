@@ -9,10 +9,10 @@ play draws them) at the level being validated, read from a solver child of their
                answer drawn at random): a coin flip looks informative to the pool and teaches
                nothing. Two ways of asking: (1) seeds that show the same first observation must
                share a winning action (one seed's is played on the other, in a fresh child);
-               (2) for a few seeds, each random draw of the reset is changed in turn, far and
-               to a neighbouring value (worker.Draws): a changed draw that leaves the observation as it was but makes
-               solution() answer otherwise, where the first answer now loses, is a hidden
-               choice. (2) needs no repeated observation, so it sees coin flips whose texts
+               (2) for a few seeds, each random draw of the reset is changed in turn, far, or to
+               its neighbour where the far move shows (draws.Draws): a changed draw that leaves
+               the observation as it was but makes solution() answer otherwise, where the first
+               answer now loses, is a hidden choice. (2) needs no repeated observation, so it sees coin flips whose texts
                always differ (a round number, a name); it sees only draws of `random`, not a
                choice made from the clock or the environment's own state across resets. A task
                that goes on after a wrong or an exploring action (feedback, another try, a tool
