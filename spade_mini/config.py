@@ -193,7 +193,7 @@ class Config:
     eval_seeds: int = 2
     """Seeds per held-out environment in that evaluation."""
     transfer_items: int = 0
-    """With --eval-every, the start evaluation and the last point also play the transfer suites (evaluation/transfer.py): this many seeds per standard held-out environment (easy level, those whose solution fits --max-turns) and per held-out starter without its Example line, and this many easy reasoning-gym items per family; transfer.jsonl keeps each distinct item (0: none)."""
+    """With --eval-every, the start evaluation and the last point also play the transfer suites (evaluation/transfer.py): this many seeds per standard held-out environment (easy level, those whose solution fits --max-turns) and per held-out starter without its Example line, and this many easy reasoning-gym items per family, at most transfer.RG_PER_FAMILY (8); transfer.jsonl keeps each distinct item (0: none)."""
     eval_start: bool = True
     """With --eval-every, also evaluate the starting policy before the first iteration (runs that share one starting policy evaluate it once: bench/learning_curve.py)."""
 

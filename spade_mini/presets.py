@@ -36,8 +36,9 @@ PRESETS: dict[str, dict] = {
     # measures). Unquantized, dtype measured (bf16 where this CPU computes it faster); the
     # environments' own hints (writing one costs a generation call a design); a design budget
     # its sources fit; agent turns short ("answer"); 40 seeds per held-out starter for --eval-every
-    # (419 distinct items a point, enough to see a change of about 0.10), and 8 seeds or items
-    # per environment or family of the transfer suites at the start and the last point. The pool
+    # (419 distinct items a point, enough to see a change of about 0.10), and 64 seeds per
+    # environment of the transfer suites at the start and the last point (278 distinct standard
+    # held-out items, 628 starters without their example; reasoning-gym keeps 8 a family). The pool
     # starts with the starter examples and the designer adds to them ("both"), so the agent
     # trains from the first iteration on any CPU and a design earns its place beside them.
     "cpu": dict(
@@ -45,7 +46,7 @@ PRESETS: dict[str, dict] = {
         plays_per_design=8, design_max_new_tokens=512, hint_max_new_tokens=48,
         turn_max_new_tokens=24, max_turns=6, max_context_tokens=1024, corpus_max_words=60,
         lora_r=16, lora_alpha=32, lr=2e-4, hint_source="env", micro_batch=4,
-        examples="starter", eval_seeds=40, transfer_items=8, agent_template="answer", memory_references=1,
+        examples="starter", eval_seeds=40, transfer_items=64, agent_template="answer", memory_references=1,
         **{**ACTIVE_POOL, "design_every": 1}, pool_fill="both", valid_designs=4, design_seconds=600,
         # Design throughput (bench/RESULTS.md, "Rows a design call"): one call of 48 rows a
         # regeneration (12.5 s a design on a Xeon with AMX, 22 s at 8 rows), every iteration, at

@@ -7,7 +7,8 @@ greedily and without a hint, each distinct item once (fixed_set.distinct_items):
                  (heldout.easy_env), multi-turn games and tool use with no worked example;
                  only those whose solution() wins within the run's --max-turns on every seed
     no_example   the held-out starters with their "Example: ... \\boxed{...}" line removed
-    reasoning_gym  reasoning-gym at its easy settings (benchmarks.RG_EASY), N items a family,
+    reasoning_gym  reasoning-gym at its easy settings (benchmarks.RG_EASY), N items a family
+                 (at most RG_PER_FAMILY: round four's items, kept for comparison),
                  a suite nobody here wrote (skipped, with a line, when it is not installed)
 
 Scores: `strict` is what the environment (or reasoning-gym's scorer, from the last box) says;
@@ -103,8 +104,11 @@ def played_rows(policy, cfg, suite: str, items: list[tuple]) -> list[dict]:
     return rows
 
 
+RG_PER_FAMILY = 8  # round four's items: no family is evidence at the agent's reply budget (bench/rg_select.json)
+
+
 def reasoning_gym_rows(policy, cfg) -> list[dict]:
-    items = reasoning_gym_items(cfg.transfer_items * len(RG_FAMILIES), EVAL_SEED, "easy")
+    items = reasoning_gym_items(min(cfg.transfer_items, RG_PER_FAMILY) * len(RG_FAMILIES), EVAL_SEED, "easy")
     first: dict[str, list] = {}  # a generator may repeat a question: one item, counted
     for it in items:
         first.setdefault(it.chat[0]["content"], [it, 0])[1] += 1
