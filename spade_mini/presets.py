@@ -3,7 +3,7 @@
 applies one, then a config file and flags override it.
 """
 
-# Every preset keeps its environments at the agent's edge (docs/the-learning-signal.md, "The active pool"): designs
+# Every preset keeps its environments at the agent's edge (docs/the-active-pool.md): designs
 # are admitted to a pool when the agent's no-hint plays were informative and replayed while they
 # stay at its edge (an unjudged one leaves after 4 iterations, Config's pool_max_age: the reference
 # keeps each game 4 steps), the designer runs every 4 iterations or when the pool is short, and
