@@ -1,19 +1,21 @@
 """What an admitted environment costs: design and update seconds per environment the pool admits,
-with the cheaper designs (repair, edit, the thinned update) against the designer without them.
+with the invalid designs' update thinned against every design scored.
 
 Runs the `cpu` preset for 3 iterations with the designer in every one (`--design-every 1`), one
 seed, no evaluation, in two arms from ONE starting policy, one after the other:
 
-    plain  fresh attempts only, every invalid design scored by the update (the flags off);
-    cheap  --design-repair, --design-edits 0.5 (from the second regeneration, when the pool
-           holds environments), --invalid-update-fraction 0.25.
+    plain  every invalid design scored by the update (--invalid-update-fraction 1);
+    cheap  a quarter of them, each counted 4 times (--invalid-update-fraction 0.25).
 
 Both arms write their batches in the decoding loop that stops a row at its closed code block;
 the designer before it (`generate` to the token budget) is the committed bench/active_pool.json
 (same preset, seed and CPU kind): its first iteration, 604 s on the Xeon with AMX. Prints per
-arm and regeneration the seconds of design and of update, and per kind of attempt (fresh,
-repair, edit) the attempts, valid designs and admitted environments (valid and in the pool's
-band, read from the run's life table); then seconds per admitted environment. The goal
+arm and regeneration the seconds of design and of update, the attempts, valid designs and
+admitted environments (valid and in the pool's band, read from the run's life table); then
+seconds per admitted environment. The committed bench/design_cost.json was measured when the
+designer also had a repair prompt (its own code and validation's words) and an edit prompt (a
+variant of a pool environment): 0 of 18 repairs and 0 of 4 edits were valid, and both were
+removed. The goal
 (issue 41): at most 140 s of design and update per admitted environment (about 285 s before).
 
     python bench/design_cost.py --summary bench/design_cost.json
@@ -32,9 +34,7 @@ from curve_summary import rows  # noqa: E402  (bench/ is the script's own folder
 from spade_mini.evaluation.plots import life_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-ARMS = {"plain": ["--design-repair", "false", "--design-edits", "0", "--invalid-update-fraction", "1"],
-        "cheap": ["--design-repair", "true", "--design-edits", "0.5", "--invalid-update-fraction", "0.25"]}
-KINDS = ("fresh", "repair", "edit")
+ARMS = {"plain": ["--invalid-update-fraction", "1"], "cheap": ["--invalid-update-fraction", "0.25"]}
 GOAL_S = 140.0
 
 
@@ -50,25 +50,20 @@ def run_arm(arm: str, args, extra: list[str]) -> Path:
 
 
 def measure(run: Path) -> dict:
-    """Per regeneration: seconds of design and update, and per kind attempts, valid and admitted."""
+    """Per regeneration: seconds of design and update, and the attempts, valid and admitted."""
     admitted = {r["id"] for r in life_table(run) if r["origin"] == "design"}
     designs = [r for r in rows(run / "samples.jsonl") if r["kind"] == "design"]
     out = []
     for m in (r for r in rows(run / "metrics.jsonl") if r.get("iteration", -1) >= 0):
         mine = [d for d in designs if d["iteration"] == m["iteration"]]
-        kinds = {k: {"attempts": sum(d.get("written_as", "fresh") == k for d in mine),
-                     "valid": sum(d.get("written_as", "fresh") == k and d["valid"] for d in mine),
-                     "admitted": sum(d.get("written_as", "fresh") == k and d["id"] in admitted for d in mine)}
-                 for k in KINDS}
         out.append({"iteration": m["iteration"], "design_s": m["time_design_s"], "update_s": m["time_update_s"],
                     "total_s": m["time_total_s"], "designer_samples": m.get("designer_samples"),
-                    "designer_samples_left_out": m.get("designer_samples_left_out"), "kinds": kinds})
+                    "designer_samples_left_out": m.get("designer_samples_left_out"), "attempts": len(mine),
+                    "valid": sum(d["valid"] for d in mine), "admitted": sum(d["id"] in admitted for d in mine)})
     seconds = sum(r["design_s"] + r["update_s"] for r in out)
-    got = sum(k["admitted"] for r in out for k in r["kinds"].values())
+    got = sum(r["admitted"] for r in out)
     return {"regenerations": out, "design_and_update_s": seconds, "admitted": got,
-            "seconds_per_admitted": seconds / got if got else None,
-            "by_kind": {k: {f: sum(r["kinds"][k][f] for r in out) for f in ("attempts", "valid", "admitted")}
-                        for k in KINDS}}
+            "seconds_per_admitted": seconds / got if got else None}
 
 
 def main() -> int:
@@ -84,10 +79,9 @@ def main() -> int:
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     result = {arm: measure(run_arm(arm, args, extra)) for arm in ARMS}  # one after the other, never at once
     for arm, r in result.items():
-        print(f"\n{arm}: regeneration, design s, update s, then attempts/valid/admitted per kind ({', '.join(KINDS)})")
+        print(f"\n{arm}: regeneration, design s, update s, attempts/valid/admitted")
         for g in r["regenerations"]:
-            kinds = "  ".join(f"{k} {v['attempts']}/{v['valid']}/{v['admitted']}" for k, v in g["kinds"].items())
-            print(f"  {g['iteration']}  {g['design_s']:.0f}  {g['update_s']:.0f}  {kinds}")
+            print(f"  {g['iteration']}  {g['design_s']:.0f}  {g['update_s']:.0f}  {g['attempts']}/{g['valid']}/{g['admitted']}")
         per = r["seconds_per_admitted"]
         print(f"  {r['design_and_update_s']:.0f} s of design and update for {r['admitted']} admitted: "
               f"{'-' if per is None else f'{per:.0f}'} s each (goal <= {GOAL_S:.0f})")

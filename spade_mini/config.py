@@ -90,10 +90,6 @@ class Config:
     """Design attempts a whole run may write (0: no limit): the designer stops once spent; kept in each checkpoint's pool.json, so --resume continues the count."""
     design_budget_s: float = 0.0
     """Seconds of designing a whole run may spend (0: no limit): no design call starts once spent (one in flight finishes); kept like --design-budget."""
-    design_repair: bool = False
-    """An attempt that failed validation as a bug gets its slot's next attempt as a repair: its own code and validation's words in, a corrected environment out (once a slot; then fresh attempts again)."""
-    design_edits: float = 0.0
-    """The share of a regeneration's slots whose first attempt edits an environment of the active pool into a variant (its source, level and solve rate, and a corpus document in), when the pool holds any; an edit that changes only names and numbers is refused as a duplicate."""
     design_every: int = 1
     """The designer runs every this many iterations, or sooner when the active pool is short (spade_mini/pool.py)."""
     pool_fill: str = "designs"

@@ -55,9 +55,6 @@ def check(cfg) -> None:
     if cfg.valid_designs > (cfg.design_batch or cfg.designs_per_iteration):
         raise ConfigError(f"--valid-designs {cfg.valid_designs} asks for more valid designs than a regeneration's "
                           f"{cfg.design_batch or cfg.designs_per_iteration} slots (--design-batch); give at most that many.")
-    if not 0.0 <= cfg.design_edits <= 1.0:
-        raise ConfigError(f"--design-edits {cfg.design_edits} is a share of the designer's slots; give a "
-                          "number in [0, 1], e.g. 0.5.")
     if not 0.0 < cfg.invalid_update_fraction <= 1.0:
         raise ConfigError(f"--invalid-update-fraction {cfg.invalid_update_fraction} is the share of invalid "
                           "designs the update scores; give a number in (0, 1], e.g. 0.25.")

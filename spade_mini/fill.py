@@ -54,8 +54,7 @@ def fill(state, settings, record) -> None:
         started = time.monotonic()
         record.designs = design_environments(
             state.policy, skills[slots.start:slots.stop], state.corpus, state.memory, state.rng,
-            design, iteration=it, first_slot=slots.start, archive=state.archive,
-            edit_from=[(e.id, e.source, e.level, e.rate(pool.window), e.setting) for e in pool.envs])
+            design, iteration=it, first_slot=slots.start, archive=state.archive)
         pool.spent["attempts"] += len(record.designs)
         pool.spent["seconds"] += time.monotonic() - started
     valid = [d for d in record.designs if d.valid]

@@ -115,7 +115,7 @@ def design_settings(cfg, world: int = 1) -> DesignSettings:
     return DesignSettings(max_new_tokens=cfg.design_max_new_tokens, temperature=cfg.temperature,
                           references=cfg.memory_references, until_valid=share(shape.valid_wanted),
                           retries=cfg.design_retries, cap=share(shape.design_cap), max_seconds=cfg.design_seconds,
-                          levels=cfg.design_levels, repair=cfg.design_repair, edit_share=cfg.design_edits,
+                          levels=cfg.design_levels,
                           gate=gate_settings(cfg), novelty=cfg.novelty)
 
 

@@ -265,70 +265,9 @@ def test_a_valid_copy_of_an_example_earns_more_than_any_broken_design(tiny_polic
         assert copy > max(rest) and copy < floor
 
 
-def repairing(tiny_policy) -> ScriptedDesigner:
-    """A designer that writes a NameError in step() and fixes it when shown validation's words."""
-    return ScriptedDesigner(tiny_policy, lambda chat: VALID if "failed validation" in chat[1]["content"] else NAME_ERROR)
-
-
-NAME_ERROR = VALID.replace("good = action.strip()", "good = actoin.strip()")
-
-
-def test_an_attempt_that_failed_as_a_bug_is_repaired_and_both_are_recorded(tiny_policy):
-    from spade_mini.run.reports import sample_rows
-    skills = skills_for("games")[:1]
-    designs = design_environments(repairing(tiny_policy), skills, Corpus.load(None), Memory(), random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, until_valid=1, cap=3, repair=True), iteration=2)
-    broken, fixed = designs
-    assert broken.stage == "step" and any("NameError" in r for r in broken.reasons), broken.reasons
-    assert (broken.written_as, broken.parent) == ("fresh", None)
-    assert fixed.valid and (fixed.written_as, fixed.parent, fixed.id) == ("repair", broken.id, "it0002-00-a2")
-    text = fixed.prompt[1]["content"]  # its own prompt: the broken code and validation's words, no document
-    assert "actoin.strip()" in text and "NameError" in text and "'step' check" in text
-    assert "REFERENCE_DOCUMENT" not in text and fixed.document_id is None
-    records = [design_record(d) for d in designs]
-    assert [(r.written_as, r.parent) for r in records] == [("fresh", None), ("repair", broken.id)]
-    rows = sample_rows(2, designs, [], {})
-    assert [(r["written_as"], r["parent"]) for r in rows] == [("fresh", None), ("repair", broken.id)]
-
-    # without repair the slot is written afresh (the same bug again); a repair that fails is not repaired again
-    plain = design_environments(repairing(tiny_policy), skills, None, None, random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, until_valid=1, cap=3), iteration=2)
-    assert [(d.written_as, d.valid) for d in plain] == [("fresh", False)] * 3
-    stubborn = ScriptedDesigner(tiny_policy, lambda chat: NAME_ERROR)
-    again = design_environments(stubborn, skills, None, None, random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, until_valid=1, cap=4, repair=True), iteration=2)
-    assert [d.written_as for d in again] == ["fresh", "repair", "fresh", "repair"]
-
-
-def test_an_edit_of_a_pool_environment_must_change_more_than_names_and_numbers(tiny_policy):
-    parent_source = extract_code(VALID)
-    renamed = (VALID.replace("LastDigitEnv", "UnitsEnv").replace("self.n", "self.value")
-               .replace("randint(10, 99)", "randint(100, 999)"))
-    twisted = VALID.replace("self.n % 10", "(self.n // 10) % 10").replace("last digit", "tens digit")
-    replies = []
-
-    def editor():
-        return ScriptedDesigner(tiny_policy, lambda c: replies.pop(0) if "Write a variant" in c[1]["content"] else PROSE)
-
-    pool = [("it0001-03", parent_source, 2, 0.375, "games"), ("it0001-05", "class ToolEnv: ...", 0, 0.5, "tool_use")]
-    for reply, valid in ((renamed, False), (twisted, True)):
-        replies.append(reply)
-        edit, fresh = design_environments(editor(), skills_for("games")[:2], Corpus.load(None), Memory(), random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, edit_share=1 / len(skills_for("games")[:2])), iteration=4, edit_from=pool)
-        assert (edit.written_as, edit.parent, fresh.written_as) == ("edit", "it0001-03", "fresh")
-        text = edit.prompt[1]["content"]
-        assert "self.n % 10" in text and "at level 2 and wins 38% of its recent games" in text
-        assert "REFERENCE_DOCUMENT" in text and edit.document_id
-        assert edit.valid == valid, edit.reasons
-        if not valid:  # the copy guard alone would pass it: other numbers are another game
-            assert edit.stage == "duplicate" and "only the names and numbers of it0001-03" in edit.reasons[0]
-    # no pool environment: every slot is written afresh
-    fresh = design_environments(editor(), skills_for("games")[:2], None, None, random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, edit_share=2 / len(skills_for("games")[:2])), iteration=4, edit_from=[])
-    assert [d.written_as for d in fresh] == ["fresh", "fresh"]
-    # a pool of another setting only: its contract is not the slot's, so no edit
-    other = design_environments(editor(), skills_for("games")[:1], None, None, random.Random(0), DesignSettings(max_new_tokens=300, temperature=0.6, edit_share=1 / len(skills_for("games")[:1])), iteration=4, edit_from=pool[1:])
-    assert [d.written_as for d in other] == ["fresh"]
-
-
-def test_the_design_cost_bench_counts_admitted_environments_by_kind_of_attempt(tmp_path):
+def test_the_design_cost_bench_counts_admitted_environments_per_regeneration(tmp_path):
     """bench/design_cost.py reads a run: seconds of design and update per admitted environment,
-    and per kind of attempt (fresh, repair, edit) the attempts, valid ones and admitted ones."""
+    and per regeneration the attempts, valid ones and admitted ones (an example is not a design)."""
     import json
     import sys
     from pathlib import Path
@@ -344,15 +283,13 @@ def test_the_design_cost_bench_counts_admitted_environments_by_kind_of_attempt(t
     (run / "checkpoint-1" / "pool.json").write_text(json.dumps(pool.to_dict()))
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(
         {"iteration": i, "time_design_s": 100.0, "time_update_s": 50.0, "time_total_s": 200.0}) for i in (0, 1)))
-    designs = [("it0000-00", 0, "fresh", True), ("it0000-01", 0, "fresh", False), ("it0001-01", 1, "fresh", False),
-               ("it0001-01-a2", 1, "repair", True), ("it0001-02", 1, "edit", True)]
+    designs = [("it0000-00", 0, True), ("it0000-01", 0, False), ("it0001-01", 1, False),
+               ("it0001-01-a2", 1, True), ("it0001-02", 1, True)]
     (run / "samples.jsonl").write_text("\n".join(json.dumps(
-        {"kind": "design", "id": i, "iteration": it, "written_as": w, "valid": v}) for i, it, w, v in designs))
+        {"kind": "design", "id": i, "iteration": it, "valid": v}) for i, it, v in designs))
     got = measure(run)
     assert got["admitted"] == 2 and got["design_and_update_s"] == 300.0 and got["seconds_per_admitted"] == 150.0
-    assert got["by_kind"] == {"fresh": {"attempts": 3, "valid": 1, "admitted": 1},
-                              "repair": {"attempts": 1, "valid": 1, "admitted": 1},
-                              "edit": {"attempts": 1, "valid": 1, "admitted": 0}}
+    assert [(r["attempts"], r["valid"], r["admitted"]) for r in got["regenerations"]] == [(2, 1, 1), (3, 2, 1)]
 
 
 def test_the_validity_bench_continues_a_stopped_measurement_exactly(tmp_path, monkeypatch, capsys):

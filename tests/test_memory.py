@@ -90,6 +90,16 @@ def test_jsonl_round_trip(tmp_path):
     assert loaded.records[-1].no_hint_solve_rate is None and loaded.records[-1].reasons == ["broken"]
 
 
+def test_an_older_runs_memory_with_fields_since_removed_still_loads(tmp_path):
+    """Records written before round five carry `written_as` and `parent` (the repair and edit
+    prompts, since removed): a resumed run or eval.py reads them, without those fields."""
+    import json
+    from dataclasses import asdict
+    path = tmp_path / "memory.jsonl"
+    path.write_text(json.dumps({**asdict(rec(0)), "written_as": "repair", "parent": "e9"}) + "\n")
+    assert Memory.load(path).records == [rec(0)]
+
+
 def test_oldest_records_are_evicted():
     memory = Memory(max_records=3)
     for i in range(5):

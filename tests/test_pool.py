@@ -356,35 +356,6 @@ def test_design_until_k_valid_stops_at_k_or_at_the_cap_and_keeps_every_attempt(t
     assert [d.valid for d in designs] == [False, False, False, True]  # K = 1 reached: no second batch
 
 
-def broken_then_model(tiny_policy) -> ScriptedPlayer:
-    """Fresh designer prompts get a parity game with a NameError in step(); a repair prompt goes
-    to the model underneath (the real generate path: its prompt tokenized, its reply sampled)."""
-    roles = parity_roles(tiny_policy)
-
-    def design(chat):
-        if "failed validation" in chat[1]["content"]:
-            return None
-        broken = parity_source(int(torch.randint(10, 10**6, (1,)))).replace("won = action", "won = actoin")
-        return f"```python\n{broken}```"
-    roles.replies = design
-    return roles
-
-
-def test_the_loop_repairs_an_attempt_that_failed_as_a_bug_through_the_model(tiny_policy):
-    torch.manual_seed(0)
-    cfg = _cfg(valid_designs=1, design_attempts=4, design_repair=True, design_max_new_tokens=24)
-    state = _state(tiny_policy, cfg, memory=Memory())
-    state.policy = broken_then_model(tiny_policy)
-    row, designs, *_ = parts(one_iteration(state, cfg))
-    assert [d.written_as for d in designs] == ["fresh", "fresh", "repair", "repair"]
-    assert all(d.stage == "step" and any("NameError" in r for r in d.reasons) for d in designs[:2])
-    assert [d.parent for d in designs[2:]] == [d.id for d in designs[:2]]
-    for d in designs[2:]:  # a designer sample of its own prompt: the repair chat, as the model read it
-        assert d.completion.prompt_ids == tiny_policy.prompt_ids(d.prompt) and d.reward is not None
-    assert (row["repair_designs"], row["repair_valid"]) == (2, sum(d.valid for d in designs[2:]))
-    assert [(r.written_as, r.parent) for r in state.memory.records] == [(d.written_as, d.parent) for d in designs]
-
-
 def test_the_update_scores_every_valid_design_and_a_fraction_of_the_invalid_ones(tiny_policy):
     torch.manual_seed(0)
     cfg = _cfg(valid_designs=2, design_attempts=10, invalid_update_fraction=0.25)
@@ -430,29 +401,6 @@ def test_in_both_a_design_joins_beside_the_examples_and_the_life_table_says_whic
     origins = {r["origin"] for r in state.pool.life_table()}
     assert origins == {"example", "design"}
     assert all(r["id"].startswith("example-") == (r["origin"] == "example") for r in state.pool.life_table())
-
-
-def edits_through_the_model(tiny_policy) -> ScriptedPlayer:
-    """Parity games for fresh prompts; an edit prompt goes to the model underneath."""
-    roles = parity_roles(tiny_policy)
-    parity = roles.replies
-    roles.replies = lambda chat: None if "Write a variant" in chat[1]["content"] else parity(chat)
-    return roles
-
-
-def test_the_loop_edits_a_pool_environment_through_the_model(tiny_policy):
-    torch.manual_seed(0)
-    cfg = _cfg(design_every=1, design_edits=0.5, design_max_new_tokens=24, episodes_per_iteration=16)
-    state = _state(tiny_policy, cfg, memory=Memory())
-    state.policy = edits_through_the_model(tiny_policy)
-    one_iteration(state, cfg)  # iteration 0: the pool is empty, both slots fresh
-    (pooled,) = state.pool.envs
-    row, designs, *_ = parts(one_iteration(state, cfg))
-    assert [d.written_as for d in designs] == ["edit", "fresh"] and designs[0].parent == pooled.id
-    edit = designs[0]
-    assert pooled.source.strip() in edit.prompt[1]["content"]
-    assert edit.completion.prompt_ids == tiny_policy.prompt_ids(edit.prompt) and edit.reward is not None
-    assert state.memory.records[-2].written_as == "edit" and state.memory.records[-2].parent == pooled.id
 
 
 # --- a SIGKILL between iterations, then --resume: the same pool as the uninterrupted run -------

@@ -21,7 +21,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from spade_mini.reward.bands import REFERENCE_BAND, within
@@ -52,8 +52,6 @@ class EnvRecord:
     levels: int = 1  # how many levels it has
     pool_rate: float | None = None  # its no-hint rate over the pool's last window, at `level`
     pool_exit: str | None = None  # why it left the pool (None: never in it, or still there)
-    written_as: str = "fresh"  # "fresh", "repair" or "edit" (design.py)
-    parent: str | None = None  # the design a repair repairs, or the pool environment an edit edits
     shape: dict = field(default_factory=dict)  # what it asks (gate.shape_of: form, turns, example); {} unknown
     alignment: float | None = None  # its latest alignment reading over the floor (alignment.py; --alignment-memory)
 
@@ -167,7 +165,9 @@ class Memory:
              band: tuple[float, float] = BAND) -> "Memory":
         memory = cls(max_records, band)
         with open(path, encoding="utf-8") as handle:
-            memory.add(EnvRecord(**json.loads(line)) for line in handle if line.strip())
+            known = {f.name for f in fields(EnvRecord)}  # an older run's record may hold a field since removed
+            memory.add(EnvRecord(**{k: v for k, v in json.loads(line).items() if k in known})
+                       for line in handle if line.strip())
         return memory
 
     @classmethod

@@ -155,45 +155,6 @@ def designer_prompt(skill: Skill, document: Document | None, memory_block: str,
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(filter(None, parts))}]
 
 
-REPAIR_TAIL = 12  # the last lines of validation's words a repair prompt shows
-
-
-def repair_prompt(skill: Skill, source: str, stage: str, reasons: list[str],
-                  turns: int = MAX_TURNS, turn_tokens: int | None = None, levels: bool = True) -> list[dict]:
-    """The designer chat that repairs its own invalid attempt: the setting's contract, the code,
-    and what validation said (the stage it failed at, its reasons, the traceback's last lines).
-    Shorter than a fresh prompt: no document, no references, no example."""
-    said = "\n".join("\n".join(reasons).splitlines()[-REPAIR_TAIL:])
-    rules = (CONTRACT[skill.setting] + "\n" + RULES.format(turns=turns)
-             + (f"\n- The agent writes at most {turn_tokens} tokens a turn." if turn_tokens else "")
-             + ("\n" + LEVELS[skill.setting] + LEVEL_RULE if levels else ""))
-    user = (f"This environment, written to train {skill.name}, failed validation at the {stage!r} check.\n"
-            f"```python\n{source}\n```\nValidation said:\n{said}\n\n{rules}\n\n"
-            "Fix the cause. Reply with the whole corrected environment as one ```python block.")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-
-
-def edit_prompt(skill: Skill, source: str, level: int, rate: float | None, document: Document | None,
-                turns: int = MAX_TURNS, turn_tokens: int | None = None, levels: bool = True) -> list[dict]:
-    """The designer chat that edits an environment of the active pool into a variant: its code,
-    the level it is played at and the agent's recent solve rate there, a corpus document, the
-    contract; a new twist, the document's content or another demand of the skill, not only other
-    names and numbers (design.py refuses those)."""
-    parts = []
-    if document is not None:
-        parts.append(f"<REFERENCE_DOCUMENT>\n{document.text}\n</REFERENCE_DOCUMENT>")
-    played = f"wins {rate:.0%} of its recent games" if rate is not None else "has just started playing it"
-    rules = (CONTRACT[skill.setting] + "\n" + RULES.format(turns=turns)
-             + (f"\n- The agent writes at most {turn_tokens} tokens a turn." if turn_tokens else "")
-             + ("\n" + LEVELS[skill.setting] + LEVEL_RULE if levels else ""))
-    parts.append(f"The agent plays this environment at level {level} and {played}:\n```python\n{source}\n```\n"
-                 f"Write a variant of it that trains {skill.name}: {skill.description}. Change what the agent must "
-                 "do: a new twist, the document's facts, or another demand of the skill; other names and numbers "
-                 f"alone are not a new environment.\n{rules}")
-    parts.append("Reply with the whole new environment as one ```python block.")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
-
-
 def one_level(example: str) -> str:
     """A prompt example without its levels (level 0 everywhere), for the prompt without them."""
     lines = [line for line in example.splitlines() if not line.strip().startswith(("levels =", "level ="))]

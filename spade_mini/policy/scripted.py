@@ -9,7 +9,7 @@ implements every method of the protocol, so the library asks no fallback of them
     ScriptedPlayer(policy, act, replies=())    and agent turns get `act` (one reply, or a
                                                function of the chat)
 
-A designer chat is one with a system message (the designer's, repair, edit and hint prompts);
+A designer chat is one with a system message (the designer's and the hint prompts);
 an agent's chat has none. A reply that is None goes to the model (its prompt tokenized, its
 reply sampled: the real generate path). With `model_when_greedy`, greedy `generate` calls (the
 drift probe's) are the model's own: a script that draws random numbers then draws nothing at a
@@ -22,7 +22,7 @@ from spade_mini.policy.policy import Completion
 
 
 def is_designer(chat: list[dict]) -> bool:
-    """A designer's chat (a system message first: design, repair, edit or hint); not an agent's."""
+    """A designer's chat (a system message first: design or hint); not an agent's."""
     return bool(chat) and chat[0]["role"] == "system"
 
 

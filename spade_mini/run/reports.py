@@ -15,7 +15,6 @@ def sample_rows(iteration: int, designs, episodes, scores) -> list[dict]:
         s = scores.get(d.id)
         rows.append({"iteration": iteration, "kind": "design", "id": d.id, "skill": d.skill.key,
                      "setting": d.skill.setting, "document": d.document_id, "valid": d.valid,
-                     "written_as": d.written_as, "parent": d.parent,
                      "reasons": d.reasons, "prompt_tokens": d.prompt_tokens,
                      "completion_tokens": len(d.completion.completion_ids),
                      "regret": s and s.regret, "reward": d.reward,

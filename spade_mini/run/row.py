@@ -18,7 +18,7 @@ def iteration_row(state, record, tokens_before: int, started: float) -> dict:
     from spade_mini.policy.drift import drift_kl
     policy, r = state.policy, record
     b = distributed.gather_by_key({
-        "valid": [d.valid for d in r.designs], "written_as": [d.written_as for d in r.designs],
+        "valid": [d.valid for d in r.designs],
         "environments": sorted({p.id for p in r.playables}),
         "crashed": [e.crashed is not None for e in r.episodes],
         "eos": [float(t.finished) for e in r.episodes for t in e.turns],
@@ -43,8 +43,6 @@ def iteration_row(state, record, tokens_before: int, started: float) -> dict:
     return {
         "iteration": r.number, "designs": len(b["valid"]), "environments": len(b["environments"]),
         "valid_fraction": mean(b["valid"]), "valid_designs": sum(b["valid"]),
-        "repair_designs": b["written_as"].count("repair"),
-        "repair_valid": sum(v for v, w in zip(b["valid"], b["written_as"]) if w == "repair"),
         "episodes": len(b["crashed"]), "eos_fraction": mean(b["eos"]),
         "no_hint_episodes": len(b["no_hint"]), "informative_episodes": sum(b["informative"]),
         "trained_environments": len(set(b["groups"])), "trained_first_observations": len(set(b["firsts"])),
