@@ -145,6 +145,8 @@ def test_arm_against_arm_pairs_the_same_items_per_seed_and_pools_the_suites():
     from curve_summary import outside_evidence
     start = {"s1": {"strict": outcomes({"e": "0" * 20, "f": "0" * 19 + "1", "h": "0011"})}, "s2": {"strict": {}}}
     assert outside_evidence(start) == {"s1": ["e"], "s2": []}  # f starts at 0.05: inside, on the edge
+    start["reasoning_gym"] = {"strict": outcomes({"g": "0001", "h": "0000"})}  # registered as no evidence
+    assert outside_evidence(start)["reasoning_gym"] == ["g", "h"]
 
 
 def test_a_run_is_frozen_at_its_start_and_refuses_to_resume_on_other_code(tmp_path):
