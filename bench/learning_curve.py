@@ -164,7 +164,8 @@ def plot(summary: dict, path: Path) -> None:
 
 def missing_suites(preset: str, extra: list[str]) -> str | None:
     """The sentence that stops a curve before any training when a transfer suite it would play is
-    not installed (a curve without its strongest suite is not the curve it names); None if all are."""
+    not installed (a curve without one of its suites is not the curve it names, and round five keeps
+    reasoning-gym's items to compare with round four); None if all are."""
     from spade_mini.evaluation.benchmarks import INSTALL
     from spade_mini.presets import PRESETS
     items = PRESETS.get(preset, {}).get("transfer_items", 0)

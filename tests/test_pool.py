@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from scripted import ScriptedPlayer, invalid_first, parity_roles, parity_source, parts
+from scripted import invalid_first, parity_roles, parity_source, parts
 
 from spade_mini.config import Config
 from spade_mini.designer import skills_for

@@ -66,6 +66,23 @@ def test_reasoning_gym_strict_reads_the_box_and_lenient_the_bare_answer(tiny_pol
     assert not any(r["strict"] for r in bare) and sum(r["lenient"] for r in bare) >= len(bare) - 1
 
 
+def test_reasoning_gym_keeps_round_fours_items_whatever_the_seeds_per_environment(monkeypatch):
+    """--transfer-items 64 (the cpu preset) plays 64 seeds of each held-out environment, and
+    reasoning-gym still its RG_PER_FAMILY items a family, round four's (no family is evidence)."""
+    asked = []
+
+    def items(n, seed, level):
+        asked.append((n, seed, level))
+        raise StopIteration
+
+    monkeypatch.setattr(tr, "reasoning_gym_items", items)
+    for n in (1, 64):
+        with pytest.raises(StopIteration):
+            tr.reasoning_gym_rows(None, Config(transfer_items=n))
+    assert asked == [(len(bm.RG_FAMILIES), EVAL_SEED, "easy"), (tr.RG_PER_FAMILY * len(bm.RG_FAMILIES), EVAL_SEED, "easy")]
+    assert tr.RG_PER_FAMILY == 8
+
+
 def test_the_standard_held_out_suite_fits_the_turn_cap():
     seeds = [EVAL_SEED + k for k in range(4)]
     for cap in (2, 6):

@@ -141,7 +141,7 @@ def design_environments(policy, skills: list[Skill], corpus: Corpus | None, memo
 
 def _prompt(skill: Skill, corpus, memory, rng, settings: DesignSettings) -> tuple[list[dict], str | None]:
     """(chat, document id) of a slot's next attempt: a fresh document, the memory's references and
-    the archive's coverage for the skill."""
+    its coverage of the setting's skills."""
     gate = settings.gate
     doc = corpus.sample(rng) if corpus is not None else None
     block = "" if memory is None else "\n\n".join(filter(None, (
