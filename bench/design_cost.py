@@ -9,7 +9,8 @@ seed, no evaluation, in two arms from ONE starting policy, one after the other:
 
 Both arms write their batches in the decoding loop that stops a row at its closed code block;
 the designer before it (`generate` to the token budget) is the committed bench/active_pool.json
-(same preset, seed and CPU kind): its first iteration, 604 s on the Xeon with AMX. Prints per
+(same preset, seed and CPU kind) at commit 63ac03d, since rewritten: its first iteration, 626 s
+of design and update on the Xeon with AMX. Prints per
 arm and regeneration the seconds of design and of update, the attempts, valid designs and
 admitted environments (valid and in the pool's band, read from the run's life table); then
 seconds per admitted environment. The committed bench/design_cost.json was measured when the
