@@ -5,7 +5,7 @@ validates levels and scores). The rules are the same for every environment in th
 whoever wrote it.
 
 A level is an environment of its own: before a new design is tried at a higher level, or a
-pool environment is raised, that level passes the run's gate (gate.py, `level_validates`).
+pool environment is raised, that level passes the run's gate (`level_validates` below, through `gate.admit`).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
     Settings.of(cfg)   the shape (shape.py), and one settings object per step:
         fill      step 1   what fills the pool, how often the designer runs
-        design    step 1   designer/design.py DesignSettings, with the gate's (gate.py)
+        design    step 1   designer/design.py DesignSettings, with the gate's (gate/)
         hint      step 2   who writes the hint, its token budget and temperature
         play      step 3   agent.py PlaySettings (also the curve's and held-out evaluation's)
         score     step 4   reward/scores.py ScoreSettings

@@ -9,7 +9,7 @@ skill, setting, class, `max_episode_steps`, solve rates with and without the hin
 designer reward and fingerprint, and `pool`: where the run's newest checkpoint has an active
 pool that held it, its level, levels, recent no-hint rate, plays, and why it left (null: still
 in the pool); `spade_mini.adapters.trl_env` reads these to weight and level a TRL dataset. Copies up to
-names, comments and docstrings (`fingerprint`, designer/novelty.py) are exported once, the earliest, with the ids of the others in its
+names, comments and docstrings (`fingerprint`, gate/exact.py) are exported once, the earliest, with the ids of the others in its
 `duplicates`. `--min-regret` keeps the environments whose regret was measured and is at least X;
 `--skills` keeps those of the given skill keys; `--revalidate` runs today's `validate_env` on
 each one again and leaves out those that now fail (validation may have grown stricter since the

@@ -146,7 +146,7 @@ def validate_env(source: str, *, limits: SandboxLimits | None = None, max_turns:
     parent on each solution action (a bounded string), returns why an action cannot be played
     in one turn of the run (its token budget), or None. `level`: the difficulty level every
     episode plays; `min_instances`: the `instances` stage's least number of distinct instances
-    (0, the default: not counted; a run passes its K, gate.py)."""
+    (0, the default: not counted; a run passes its K, spade_mini/gate)."""
     result = Validation(ok=False, level=level)
     failed = static_check(source)
     if failed is not None:
