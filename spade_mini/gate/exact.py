@@ -1,8 +1,7 @@
 """The exact copy check: a source with its identifiers renamed and docstrings dropped hashes to
 the same fingerprint as the source it copies (constants kept). export.py keeps one environment
-per fingerprint, the designer refuses a design whose fingerprint a known environment has, and an
-EDIT of a pool environment must change more than its names and numbers
-(`fingerprint(source, numbers=False)`). novelty.py refines it to re-skins. Sources are untrusted:
+per fingerprint, and the designer refuses a design whose fingerprint a known environment has.
+novelty.py refines it to re-skins. Sources are untrusted:
 parsed with the sandbox's bounded `parse_source`.
 """
 from __future__ import annotations
@@ -14,17 +13,10 @@ from spade_mini.sandbox import SourceError, parse_source
 
 
 class _Canonical(ast.NodeTransformer):
-    """Rename identifiers to their order of first appearance; drop docstrings; with `numbers`
-    False, every number becomes 0."""
+    """Rename identifiers to their order of first appearance; drop docstrings."""
 
-    def __init__(self, numbers: bool = True):
+    def __init__(self):
         self.names: dict[str, str] = {}
-        self.numbers = numbers
-
-    def visit_Constant(self, node):
-        if not self.numbers and isinstance(node.value, (int, float, complex)) and not isinstance(node.value, bool):
-            return ast.copy_location(ast.Constant(0), node)
-        return node
 
     def name(self, text: str) -> str:
         return self.names.setdefault(text, f"v{len(self.names)}")
@@ -46,14 +38,13 @@ def drop_docstring(node) -> None:
         node.body = body[1:] or [ast.Pass()]
 
 
-def fingerprint(source: str, numbers: bool = True) -> str | None:
-    """The hash of the canonical syntax tree, or None when the source does not parse. With
-    `numbers` False, numbers are left out too."""
+def fingerprint(source: str) -> str | None:
+    """The hash of the canonical syntax tree, or None when the source does not parse."""
     try:
         tree = parse_source(source)  # bounded in size and depth, so the visitor below is safe
     except SourceError:
         return None
-    canonical = _Canonical(numbers).visit(tree)
+    canonical = _Canonical().visit(tree)
     return hashlib.sha256(ast.dump(canonical, annotate_fields=False).encode()).hexdigest()
 
 
