@@ -40,7 +40,7 @@ from spade_mini import warmstart  # noqa: E402
 from spade_mini.cli import main_config  # noqa: E402
 from spade_mini.designer import Corpus, Memory, design_environments, extract_code, skills_for  # noqa: E402
 from spade_mini.envs import MEMORY_ONLY, TIERS  # noqa: E402
-from spade_mini.evaluation.intervals import interval, ratio_interval  # noqa: E402
+from spade_mini.evaluation.intervals import interval, paired_delta, ratio_interval  # noqa: E402
 from spade_mini.policy import load_policy  # noqa: E402
 from spade_mini.run.planning import fit_plan  # noqa: E402
 from spade_mini.gate import Archive, describe  # noqa: E402
@@ -146,7 +146,27 @@ def compare(a: Path, b: Path) -> int:
     ratio, low, high = ratio_interval(*counts[0], *counts[1])
     verdict = "holds" if low > 2 / 3 else "is not shown"
     print(f"ratio A/B {ratio:.2f} [{low:.2f}, {high:.2f}]: 'A cuts validity by at most a third' {verdict}")
+    paired(read_samples(a), read_samples(b))
     return 0
+
+
+def paired(a: list[dict], b: list[dict]) -> None:
+    """Two files written with the same seed and batch draw the same skill, document and examples
+    for each slot, so their first n designs pair by slot. At a valid fraction near 0.02 a few
+    hundred pairs cannot tell two prompts apart; how far validation got can: for each stage, the
+    fraction of designs that got past it in each file, and B - A paired by slot (McNemar)."""
+    n = min(len(a), len(b))
+    if n == 0 or any(x["skill"] != y["skill"] for x, y in zip(a[:n], b[:n])):
+        print("the files do not pair by slot (other seeds or batch sizes): no paired comparison")
+        return
+    print(f"paired by slot, the first {n} designs of each (B - A, agresti-min 95% interval, McNemar p):")
+    for stage in ("syntax", "reset", "episode", "solution", "duplicate"):  # past duplicate: valid
+        past = lambda rows: [float(LADDER.index(r["stage"]) > LADDER.index(stage)) for r in rows[:n]]  # noqa: E731
+        pa, pb = past(a), past(b)
+        d = paired_delta(pa, pb)
+        name = "valid" if stage == "duplicate" else f"past {stage}"
+        print(f"  {name:14s} A {sum(pa) / n:.3f}  B {sum(pb) / n:.3f}  B - A {d.delta:+.3f} "
+              f"[{d.low:+.3f}, {d.high:+.3f}]  p {d.p:.2g}")
 
 
 if __name__ == "__main__":
