@@ -67,11 +67,11 @@ def main() -> int:
     if args.compare:
         return compare(*args.compare)
     done = read_samples(args.samples) if args.samples and args.samples.exists() else []
-    if len(done) >= args.designs:
-        print(f"{args.samples} already holds {len(done)} designs (--designs {args.designs}): nothing to do")
-        return 0
     cfg = main_config(extra if "--preset" in extra else ["--preset", "cpu-smoke", *extra],
                       prog="bench/designer_validity.py")
+    if len(done) >= args.designs:  # nothing to design: the counts of what the file holds
+        print(f"{args.samples} already holds {len(done)} designs (--designs {args.designs}): nothing to design")
+        return report(done, cfg, args)
     torch.manual_seed(cfg.seed)
     policy = load_policy(cfg)
     fit_plan(policy, cfg)
@@ -86,7 +86,7 @@ def main() -> int:
     for r in (r for r in done if r["stage"] == "valid"):
         archive.add(r.get("id", "an earlier design"), extract_code(r["reply"]))
     skills = skills_for(cfg.setting, cfg.skills or None)
-    t0, designs = time.time(), []
+    t0, designs, each_s = time.time(), [], {}
     one_pass = dataclasses.replace(design_settings(cfg), until_valid=0, retries=0,
                                    shared_first=args.prompt_layout == "shared")  # the run's gate, one attempt a slot
     if done:
@@ -100,6 +100,7 @@ def main() -> int:
                                   archive=archive)
         each = (time.time() - t_batch) / len(new)  # a design's share of its batch: generation and the gate
         designs += new
+        each_s.update({d.id: round(each, 1) for d in new})
         if args.samples:
             with args.samples.open("a", encoding="utf-8") as f:
                 for d in new:
@@ -108,7 +109,13 @@ def main() -> int:
                                         "shape": d.validation.shape if d.validation else {},
                                         "seconds": round(each, 1), "layout": args.prompt_layout}) + "\n")
         print(f"designed {len(done) + len(designs)}/{args.designs} ({time.time() - t0:.0f} s)", flush=True)
-    rows = done + [{"stage": d.stage, "finished": d.completion.finished} for d in designs]
+    return report(done + [{"stage": d.stage, "finished": d.completion.finished, "seconds": each_s[d.id]}
+                          for d in designs], cfg, args)
+
+
+def report(rows: list[dict], cfg, args) -> int:
+    """The stages of every design the file holds (a continued file: all its sittings) and their
+    seconds, each design's share of its batch summed."""
     stages = collections.Counter(r["stage"] for r in rows)
     cut = sum(not r.get("finished", True) for r in rows)
     print(f"\n| stage | designs |\n|---|---|")
@@ -118,7 +125,8 @@ def main() -> int:
     print(f"\nvalid {stages['valid']}/{len(rows)}, cut at {cfg.design_max_new_tokens} tokens: {cut}")
     if args.json:
         args.json.write_text(json.dumps({"model": cfg.model, "designs": len(rows), "cut": cut,
-                                         "seconds": round(time.time() - t0), "budget": cfg.design_max_new_tokens,
+                                         "seconds": round(sum(r.get("seconds", 0.0) for r in rows)),
+                                         "budget": cfg.design_max_new_tokens,
                                          "layout": args.prompt_layout, "batch": args.batch,
                                          "stages": {stage: stages[stage] for stage in LADDER}}))
     return 0
