@@ -312,14 +312,26 @@ def test_the_validity_bench_continues_a_stopped_measurement_exactly(tmp_path, mo
     whole, pieces = tmp_path / "whole.jsonl", tmp_path / "pieces.jsonl"
     bench("--designs", "4", "--batch", "2", "--samples", str(whole))
     bench("--designs", "2", "--batch", "2", "--samples", str(pieces))
-    bench("--designs", "4", "--batch", "2", "--samples", str(pieces))
+    bench("--designs", "4", "--batch", "2", "--samples", str(pieces), "--json", str(tmp_path / "pieces.json"))
     def rows(path):
         return [{k: v for k, v in json.loads(line).items() if k != "seconds"} for line in path.read_text().splitlines()]
 
     assert len({row["reply"] for row in rows(whole)}) == 4 and rows(pieces) == rows(whole)
+    # the JSON counts every sitting's designs and their seconds, not only the last sitting's
+    counts = json.loads((tmp_path / "pieces.json").read_text())
+    seconds = sum(json.loads(line)["seconds"] for line in pieces.read_text().splitlines())
+    assert counts["designs"] == 4 and sum(counts["stages"].values()) == 4 and counts["seconds"] == round(seconds)
     capsys.readouterr()
     bench("--compare", str(whole), str(pieces))
-    assert "valid 0/4" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "valid 0/4" in out and "paired by slot, the first 4 designs" in out
+    assert [line.split(" A ")[0].strip() for line in out.splitlines() if " B - A " in line] == \
+        ["past syntax", "past reset", "past episode", "past solution", "valid"]
+    other = tmp_path / "other.jsonl"  # another seed's skills: the slots do not pair
+    other.write_text("".join(json.dumps({**json.loads(line), "skill": "elsewhere"}) + "\n"
+                             for line in whole.read_text().splitlines()))
+    bench("--compare", str(whole), str(other))
+    assert "do not pair by slot" in capsys.readouterr().out
 
 
 def test_the_ratio_of_two_rates_has_katzs_log_interval():
