@@ -86,7 +86,7 @@ def main() -> int:
     for r in (r for r in done if r["stage"] == "valid"):
         archive.add(r.get("id", "an earlier design"), extract_code(r["reply"]))
     skills = skills_for(cfg.setting, cfg.skills or None)
-    t0, designs, each_s = time.time(), [], {}
+    t0, rows = time.time(), list(done)
     one_pass = dataclasses.replace(design_settings(cfg), until_valid=0, retries=0,
                                    shared_first=args.prompt_layout == "shared")  # the run's gate, one attempt a slot
     if done:
@@ -99,8 +99,7 @@ def main() -> int:
         new = design_environments(policy, batch, corpus, memory, rng, one_pass, iteration=0, first_slot=start,
                                   archive=archive)
         each = (time.time() - t_batch) / len(new)  # a design's share of its batch: generation and the gate
-        designs += new
-        each_s.update({d.id: round(each, 1) for d in new})
+        rows += [{"stage": d.stage, "finished": d.completion.finished, "seconds": round(each, 1)} for d in new]
         if args.samples:
             with args.samples.open("a", encoding="utf-8") as f:
                 for d in new:
@@ -108,9 +107,8 @@ def main() -> int:
                                         "finished": d.completion.finished, "reply": d.completion.text,
                                         "shape": d.validation.shape if d.validation else {},
                                         "seconds": round(each, 1), "layout": args.prompt_layout}) + "\n")
-        print(f"designed {len(done) + len(designs)}/{args.designs} ({time.time() - t0:.0f} s)", flush=True)
-    return report(done + [{"stage": d.stage, "finished": d.completion.finished, "seconds": each_s[d.id]}
-                          for d in designs], cfg, args)
+        print(f"designed {len(rows)}/{args.designs} ({time.time() - t0:.0f} s)", flush=True)
+    return report(rows, cfg, args)
 
 
 def report(rows: list[dict], cfg, args) -> int:
